@@ -1,0 +1,211 @@
+"""The ``corefsearch`` command line: one thin function per subcommand over a library call."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from corefsearch import __version__
+from corefsearch.errors import CorefSearchError
+
+app = typer.Typer(
+    name="corefsearch",
+    help="Cross-document coreference search: given a passage with one marked mention, find every "
+         "passage that mentions the same event or entity.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"corefsearch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")] = False) -> None:
+    """corefsearch: build a coreference-search dataset, index it, search it, evaluate runs."""
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                  line: Any = None) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+
+def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Print a library error as one line and exit 1, with no traceback; warnings in yellow."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        warnings.showwarning = _show_warning
+        try:
+            return func(*args, **kwargs)
+        except CorefSearchError as err:
+            err_console.print(f"[red]error:[/red] {err}", highlight=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("[red]interrupted[/red]: nothing half-written was left in place")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise CorefSearchError(f"{option} takes comma-separated numbers, got {text!r}") from None
+
+
+@app.command("build-dataset")
+@user_errors
+def build_dataset_command(
+    input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="Corpus file or folder.")],
+    source_format: Annotated[str, typer.Option("--format", help="ecbplus | wec | coresearch | generic")],
+    out: Annotated[Path, typer.Option("--out", help="Dataset directory to write.")],
+    mention_type: Annotated[str, typer.Option(help="ECB+: event | entity | all.")] = "event",
+    validated_only: Annotated[bool, typer.Option(
+        "--validated-only", help="ECB+: keep only the validated sentences of ECBplus_coreference_sentences.csv."
+    )] = False,
+    sentences_csv: Annotated[Optional[Path], typer.Option(  # noqa: UP045 (Typer needs Optional on 3.10)
+        help="ECB+: the validated-sentences CSV (default: beside INPUT).")] = None,
+    passage: Annotated[str, typer.Option(help="Passage unit: sentence | window | document.")] = "sentence",
+    window: Annotated[int, typer.Option(help="Sentences per passage with --passage window.")] = 3,
+    split_ratios: Annotated[str, typer.Option(
+        help="train,dev,test shares of clusters (wec, generic).")] = "0.8,0.1,0.1",
+    seed: Annotated[int, typer.Option(help="Seed of the cluster split.")] = 13,
+    splits: Annotated[str, typer.Option(
+        help="Splits to write queries for (ecbplus, coresearch: also the documents kept).")] = "train,dev,test",
+    distractors: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+        help="JSONL of passages without mentions ({doc_id, title?, text}); repeatable.")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset directory.")] = False,
+) -> None:
+    """Turn a coreference corpus into a coreference-search dataset (passages, queries, qrels)."""
+    from corefsearch.datasets.build import BuildOptions, build_dataset
+    from corefsearch.datasets.sources import SourceOptions, read_source
+    from corefsearch.report import print_build_summary
+
+    source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage)
+    ratios = _floats(split_ratios, "--split-ratios")
+    options = BuildOptions(passage=passage, window=window, split_ratios=ratios, seed=seed,  # type: ignore[arg-type]
+                           splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
+                           source={"format": source_format, "input": str(input_path),
+                                   "mention_type": mention_type, "validated_only": validated_only,
+                                   "distractors": [str(p) for p in distractors or []]})
+    options.validate()
+    documents = read_source(source_format, input_path, source_options)
+    summary = build_dataset(documents, out, options, distractors=distractors or [], overwrite=overwrite,
+                            source_name=str(input_path))
+    print_build_summary(summary, console)
+
+
+@app.command("index")
+@user_errors
+def index_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset.")],
+    out: Annotated[Path, typer.Option("--out", help="Index directory (the Lucene index goes in OUT/lucene).")],
+    threads: Annotated[int, typer.Option(help="Indexing threads.")] = 2,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing Lucene index.")] = False,
+) -> None:
+    """Build a Lucene (BM25) index of a dataset's passages."""
+    from corefsearch.sparse.index import build_lucene_index
+
+    summary = build_lucene_index(dataset, out, threads=threads, overwrite=overwrite)
+    console.print(f"Indexed {summary.passages:,} passages into {summary.path} in {summary.seconds:.1f} s "
+                  f"({summary.passages_per_second:,.0f} passages/s)")
+
+
+QUERY_FORMAT_HELP = "mention | mention+entities | sentence | context"
+
+
+@app.command("search")
+@user_errors
+def search_command(
+    index: Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")],
+    queries: Annotated[Path, typer.Option("--queries", help="Queries JSONL (e.g. DATASET/queries/test.jsonl).")],
+    out: Annotated[Path, typer.Option("--out", help="TREC run file to write.")],
+    k: Annotated[int, typer.Option("--k", help="Passages per query.")] = 500,
+    query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
+    rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
+    threads: Annotated[int, typer.Option(help="Search threads.")] = 2,
+) -> None:
+    """Search every query of a queries file; write a TREC run (the query's own passage left out)."""
+    from corefsearch.pipeline import search_to_run
+    from corefsearch.sparse.search import BM25Options
+
+    summary = search_to_run(index, queries, out, k=k,
+                            options=BM25Options(query_format=query_format, rm3=rm3, threads=threads))
+    console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
+                  f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}")
+
+
+@app.command("query")
+@user_errors
+def query_command(
+    index: Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")],
+    mention: Annotated[str, typer.Option("--mention", help="The mention, as it is written in the context.")],
+    context: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="The passage the mention occurs in (default: the mention alone).")] = None,
+    occurrence: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Which occurrence of the mention in the context (1-based; default the first).")] = None,
+    k: Annotated[int, typer.Option("--k", help="Passages to show.")] = 10,
+    query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
+    rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Ask one ad-hoc question: where else is this mention's event mentioned?"""
+    from corefsearch.pipeline import adhoc_query
+    from corefsearch.report import print_adhoc_result
+    from corefsearch.sparse.search import BM25Options
+
+    result = adhoc_query(index, mention, context, occurrence, k=k,
+                         options=BM25Options(query_format=query_format, rm3=rm3, threads=1))
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        print_adhoc_result(result, console)
+
+
+@app.command("evaluate")
+@user_errors
+def evaluate_command(
+    runs: Annotated[list[Path], typer.Argument(help="TREC run file(s); the first is the baseline.")],
+    qrels: Annotated[Path, typer.Option("--qrels", help="TREC qrels (e.g. DATASET/qrels/test.txt).")],
+    definition: Annotated[str, typer.Option(
+        help="trec (trec_eval semantics) | coresearch (the paper's code: micro-averaged recall).")] = "trec",
+    per_query: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Write per-query values to this CSV.")] = None,
+    output_format: Annotated[str, typer.Option(help="table | json")] = "table",
+) -> None:
+    """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels)."""
+    from corefsearch.evaluate import evaluate_files, render_table, to_json, write_per_query_csv
+
+    if output_format not in ("table", "json"):
+        raise CorefSearchError(f"--output-format must be table or json, got {output_format!r}")
+    evaluations = evaluate_files(runs, qrels, definition=definition)
+    for evaluation in evaluations:
+        for message in evaluation.warnings:
+            err_console.print(f"[yellow]warning:[/yellow] {evaluation.name}: {message}", highlight=False)
+    if per_query is not None:
+        write_per_query_csv(evaluations, per_query)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(to_json(evaluations), indent=2) + "\n")
+    else:
+        render_table(evaluations, console)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,295 @@
+"""Turn source documents with mentions into a coreference-search dataset directory.
+
+Layout written (see README, "File formats"): ``passages.jsonl``, ``queries/{split}.jsonl``,
+``qrels/{split}.txt``, ``clusters.jsonl`` and ``manifest.json``. Passages are streamed to
+disk as documents arrive; only a compact table of mentions stays in memory, so the
+collection may be far larger than memory.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corefsearch import __version__
+from corefsearch.errors import InputError
+from corefsearch.io import atomic_directory, atomic_file, dump_json_line, read_jsonl, sha256_file
+from corefsearch.progress import track
+from corefsearch.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
+
+FORMAT_VERSION = 1
+PASSAGE_MODES = ("sentence", "window", "document")
+
+
+@dataclass
+class BuildOptions:
+    """How passages, splits and queries are made; recorded in the manifest."""
+
+    passage: str = "sentence"
+    window: int = 3
+    split_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    seed: int = 13
+    splits: tuple[str, ...] = SPLITS
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.passage not in PASSAGE_MODES:
+            raise InputError(f"--passage must be one of {', '.join(PASSAGE_MODES)}, got {self.passage!r}")
+        if self.window < 1:
+            raise InputError(f"--window must be at least 1, got {self.window}")
+        if len(self.split_ratios) != 3 or any(r < 0 for r in self.split_ratios) or sum(self.split_ratios) <= 0:
+            raise InputError(f"--split-ratios needs three non-negative numbers train,dev,test; "
+                             f"got {self.split_ratios}")
+        unknown = set(self.splits) - set(SPLITS)
+        if unknown or not self.splits:
+            raise InputError(f"--splits takes a subset of {', '.join(SPLITS)}, got {', '.join(self.splits)}")
+
+
+@dataclass
+class SplitCounts:
+    clusters: int = 0
+    queries: int = 0
+    relevant_pairs: int = 0
+
+
+@dataclass
+class BuildSummary:
+    out: Path
+    documents: int = 0
+    passages: int = 0
+    distractor_passages: int = 0
+    mentions: int = 0
+    mentions_dropped: int = 0
+    clusters: int = 0
+    splits: dict[str, SplitCounts] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        record = asdict(self)
+        record.pop("out")
+        return record
+
+
+@dataclass
+class _MentionRef:
+    """What build keeps in memory for each mention."""
+
+    mention_id: str
+    cluster_id: str
+    type: str
+    home_passage: str
+    start: int
+    end: int
+    doc_split: str | None
+    passages: list[str]
+
+
+def _windows(units: Sequence[tuple[int, int]], mode: str, size: int) -> list[tuple[int, int]]:
+    """Character ranges of the passages of one document, one per unit (or one in all)."""
+    if not units:
+        return []
+    if mode == "document":
+        return [(units[0][0], units[-1][1])]
+    if mode == "sentence":
+        return list(units)
+    before, after = (size - 1) // 2, size // 2
+    last = len(units) - 1
+    return [(units[max(0, i - before)][0], units[min(last, i + after)][1]) for i in range(len(units))]
+
+
+def _home_window(mention_start: int, mention_end: int, units: Sequence[tuple[int, int]], mode: str) -> int | None:
+    """Index of the passage a mention's query is drawn from: the one centred on its unit."""
+    if mode == "document":
+        return 0
+    for index, (start, end) in enumerate(units):
+        if start <= mention_start and mention_end <= end:
+            return index
+    return None
+
+
+class _DatasetWriter:
+    def __init__(self, root: Path, options: BuildOptions) -> None:
+        self.root = root
+        self.options = options
+        self.handle = (root / "passages.jsonl").open("w", encoding="utf-8")
+        self.passage_ids: set[str] = set()
+        self.mentions: list[_MentionRef] = []
+        self.mention_ids: set[str] = set()
+        self.summary = BuildSummary(out=root)
+        self.fixed_splits = False
+
+    def _write_passage(self, passage: Passage, where: str) -> None:
+        if passage.id in self.passage_ids:
+            raise InputError(f"{where}: passage id {passage.id} occurs twice (document ids must be unique, "
+                             "also after white space is replaced by '_')")
+        self.passage_ids.add(passage.id)
+        self.handle.write(dump_json_line(passage.to_json()))
+        self.summary.passages += 1
+
+    def add_document(self, doc: Document, where: str) -> None:
+        doc.validate(where)
+        if doc.split is not None:
+            self.fixed_splits = True
+            if doc.split not in self.options.splits:
+                return
+        self.summary.documents += 1
+        doc_key = safe_id(doc.doc_id)
+        windows = _windows(doc.units, self.options.passage, self.options.window)
+        ids = [f"{doc_key}-{i}" for i in range(len(windows))]
+        contained: list[list[PassageMention]] = [[] for _ in windows]
+        for mention in doc.mentions:
+            mention_id = safe_id(mention.mention_id)
+            home = _home_window(mention.start, mention.end, doc.units, self.options.passage)
+            if home is None:
+                # Spans two sentences, or lies outside every unit (e.g. a dropped URL line).
+                self.summary.mentions_dropped += 1
+                continue
+            if mention_id in self.mention_ids:
+                raise InputError(f"{where}: mention id {mention_id} occurs twice")
+            self.mention_ids.add(mention_id)
+            inside = [i for i, (start, end) in enumerate(windows) if start <= mention.start and mention.end <= end]
+            for i in inside:
+                offset = windows[i][0]
+                contained[i].append(PassageMention(mention_id, mention.start - offset, mention.end - offset,
+                                                   str(mention.cluster_id), mention.type))
+            offset = windows[home][0]
+            self.mentions.append(_MentionRef(mention_id, str(mention.cluster_id), mention.type, ids[home],
+                                             mention.start - offset, mention.end - offset, doc.split,
+                                             [ids[i] for i in inside]))
+            self.summary.mentions += 1
+        for i, (start, end) in enumerate(windows):
+            self._write_passage(Passage(ids[i], doc.doc_id, doc.title, doc.text[start:end], contained[i]), where)
+
+    def add_distractor(self, doc: Document, where: str) -> None:
+        doc.validate(where)
+        if doc.mentions:
+            raise InputError(f"{where}: distractor {doc.doc_id} holds mentions; distractors are passages "
+                             "without mentions")
+        for i, (start, end) in enumerate(_windows(doc.units, self.options.passage, self.options.window)):
+            self._write_passage(Passage(f"{safe_id(doc.doc_id)}-{i}", doc.doc_id, doc.title,
+                                        doc.text[start:end]), where)
+            self.summary.distractor_passages += 1
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _cluster_splits(members: dict[str, list[_MentionRef]], options: BuildOptions,
+                    fixed: bool) -> dict[str, str]:
+    """Split of each cluster: the split of its documents, or a seeded shuffle by ratio."""
+    if fixed:
+        return {cid: refs[0].doc_split or "train" for cid, refs in members.items()}
+    cluster_ids = sorted(members)
+    random.Random(options.seed).shuffle(cluster_ids)
+    total = sum(options.split_ratios)
+    n_train = round(len(cluster_ids) * options.split_ratios[0] / total)
+    n_dev = round(len(cluster_ids) * options.split_ratios[1] / total)
+    splits = {}
+    for position, cid in enumerate(cluster_ids):
+        splits[cid] = "train" if position < n_train else "dev" if position < n_train + n_dev else "test"
+    return splits
+
+
+def build_dataset(documents: Iterable[Document], out: Path, options: BuildOptions,
+                  distractors: Sequence[Path] = (), overwrite: bool = False,
+                  source_name: str = "documents") -> BuildSummary:
+    """Write the dataset directory ``out`` from ``documents`` (and distractor files)."""
+    from corefsearch.datasets.generic import read_distractors
+
+    options.validate()
+    with atomic_directory(out, overwrite=overwrite) as root:
+        writer = _DatasetWriter(root, options)
+        try:
+            for number, doc in enumerate(track(documents, "Reading documents"), start=1):
+                writer.add_document(doc, f"{source_name}: document {number} ({doc.doc_id})")
+            for path in distractors:
+                for number, doc in enumerate(track(read_distractors(path), f"Distractors {path.name}"), start=1):
+                    writer.add_distractor(doc, f"{path}:{number}")
+        finally:
+            writer.close()
+        summary = writer.summary
+        summary.out = Path(out)
+        if summary.mentions_dropped:
+            warnings.warn(f"{summary.mentions_dropped} mention(s) cross a passage boundary and were left out",
+                          stacklevel=2)
+        _write_queries_and_qrels(root, writer, options, summary)
+        _write_manifest(root, options, summary)
+    return summary
+
+
+def _write_queries_and_qrels(root: Path, writer: _DatasetWriter, options: BuildOptions,
+                             summary: BuildSummary) -> None:
+    members: dict[str, list[_MentionRef]] = defaultdict(list)
+    for ref in writer.mentions:
+        members[ref.cluster_id].append(ref)
+    cluster_split = _cluster_splits(members, options, writer.fixed_splits)
+    summary.clusters = len(members)
+
+    # Queries need their passage's text: fetch only those passages in a second streaming pass.
+    query_refs = [ref for cid, refs in members.items() if len({r.home_passage for r in refs}) >= 2
+                  for ref in refs]
+    wanted = {ref.home_passage for ref in query_refs}
+    texts: dict[str, str] = {}
+    for _, record in read_jsonl(root / "passages.jsonl"):
+        if record["id"] in wanted:
+            texts[record["id"]] = record["text"]
+
+    queries: dict[str, list[Query]] = {split: [] for split in options.splits}
+    qrels: dict[str, list[tuple[str, str, int]]] = {split: [] for split in options.splits}
+    for ref in query_refs:
+        split = ref.doc_split if ref.doc_split is not None else cluster_split[ref.cluster_id]
+        if split not in queries:
+            continue
+        text = texts[ref.home_passage]
+        queries[split].append(Query(ref.mention_id, ref.home_passage, text, ref.start, ref.end,
+                                    text[ref.start:ref.end], ref.cluster_id, ref.type))
+        relevant = {pid for other in members[ref.cluster_id] if other.mention_id != ref.mention_id
+                    for pid in other.passages} - {ref.home_passage}
+        qrels[split].extend((ref.mention_id, pid, 1) for pid in sorted(relevant))
+
+    (root / "queries").mkdir()
+    (root / "qrels").mkdir()
+    for split in options.splits:
+        counts = SplitCounts()
+        counts.clusters = sum(1 for cid, refs in members.items() if cluster_split[cid] == split
+                              and len({r.home_passage for r in refs}) >= 2)
+        counts.queries = len(queries[split])
+        counts.relevant_pairs = len(qrels[split])
+        summary.splits[split] = counts
+        with (root / "queries" / f"{split}.jsonl").open("w", encoding="utf-8") as handle:
+            for query in queries[split]:
+                handle.write(dump_json_line(query.to_json()))
+        with (root / "qrels" / f"{split}.txt").open("w", encoding="utf-8") as handle:
+            for qid, pid, relevance in qrels[split]:
+                handle.write(f"{qid} 0 {pid} {relevance}\n")
+
+    with (root / "clusters.jsonl").open("w", encoding="utf-8") as handle:
+        for cid in sorted(members):
+            refs = members[cid]
+            passages = sorted({pid for ref in refs for pid in ref.passages})
+            cluster = Cluster(cid, cluster_split[cid], refs[0].type, [r.mention_id for r in refs], passages)
+            handle.write(dump_json_line(cluster.to_json()))
+
+
+def _write_manifest(root: Path, options: BuildOptions, summary: BuildSummary) -> None:
+    files = ["passages.jsonl", "clusters.jsonl"]
+    files += [f"queries/{s}.jsonl" for s in options.splits] + [f"qrels/{s}.txt" for s in options.splits]
+    manifest = {
+        "kind": "corefsearch-dataset",
+        "format_version": FORMAT_VERSION,
+        "corefsearch_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "options": {**asdict(options), "split_ratios": list(options.split_ratios),
+                    "splits": list(options.splits)},
+        "counts": summary.to_json(),
+        "checksums": {name: "sha256:" + sha256_file(root / name) for name in files},
+    }
+    with atomic_file(root / "manifest.json") as handle:
+        json.dump(manifest, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")

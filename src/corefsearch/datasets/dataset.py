@@ -1,0 +1,68 @@
+"""Read access to a dataset directory written by ``corefsearch build-dataset``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.io import read_jsonl
+from corefsearch.schema import Passage, Query
+
+
+class Dataset:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        manifest_path = self.root / "manifest.json"
+        if not manifest_path.exists():
+            raise MissingArtefactError(
+                f"{self.root} is not a corefsearch dataset (no manifest.json); create it with "
+                f"`corefsearch build-dataset --format ecbplus|wec|coresearch|generic INPUT --out {self.root}`")
+        try:
+            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise InputError(f"{manifest_path}:{err.lineno}: invalid JSON ({err.msg})") from None
+
+    @property
+    def passages_path(self) -> Path:
+        return self.root / "passages.jsonl"
+
+    def queries_path(self, split: str) -> Path:
+        return self.root / "queries" / f"{split}.jsonl"
+
+    def qrels_path(self, split: str) -> Path:
+        return self.root / "qrels" / f"{split}.txt"
+
+    def passages(self) -> Iterator[Passage]:
+        yield from iter_passages(self.passages_path)
+
+    def queries(self, split: str) -> list[Query]:
+        return read_queries(self.queries_path(split))
+
+
+def iter_passages(path: Path) -> Iterator[Passage]:
+    for line_number, record in read_jsonl(path):
+        try:
+            yield Passage.from_json(record)
+        except InputError as err:
+            raise InputError(f"{path}:{line_number}: {err}") from None
+
+
+def read_queries(path: Path) -> list[Query]:
+    """Read a queries JSONL file; each record is checked (``FILE:LINE: why`` on error)."""
+    queries = []
+    seen: set[str] = set()
+    for line_number, record in read_jsonl(path):
+        try:
+            query = Query.from_json(record)
+        except InputError as err:
+            raise InputError(f"{path}:{line_number}: {err}") from None
+        if query.id in seen:
+            raise InputError(f"{path}:{line_number}: query id {query.id} occurs twice")
+        if any(c.isspace() for c in query.id):
+            raise InputError(f"{path}:{line_number}: query id {query.id!r} contains white space")
+        seen.add(query.id)
+        queries.append(query)
+    return queries

@@ -1,0 +1,203 @@
+"""Ranking metrics for TREC runs against qrels.
+
+Two definitions (DESIGN.md §4), never mixed silently:
+
+* ``"trec"`` (default): trec_eval semantics through ir-measures — RR@10, AP@k (``map_cut``,
+  divided by all relevant |R|), R@k averaged per query, and infAP when the qrels mark
+  unjudged pairs with relevance −1.
+* ``"coresearch"``: the CoreSearch paper's code (see ``coresearch.py``); same MRR@10 and
+  mAP@k, but R@k is micro-averaged over queries.
+
+Relevance ≤ 0 is non-relevant; −1 means "unjudged" for infAP and non-relevant elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corefsearch.errors import InputError
+from corefsearch.io import read_qrels, read_run
+
+Run = Mapping[str, Mapping[str, float]]
+Qrels = Mapping[str, Mapping[str, int]]
+
+DEFINITIONS: tuple[str, ...] = ("trec", "coresearch")
+METRICS: tuple[str, ...] = ("MRR@10", "mAP@10", "mAP@50", "R@10", "R@50", "R@100", "R@500")
+INFAP = "infAP"
+# Every metric that can appear, in table order.
+ALL_METRICS: tuple[str, ...] = (*METRICS, INFAP)
+UNJUDGED = -1
+
+# Our (paper) metric names -> ir-measures names (trec_eval: recip_rank cut at 10, map_cut_k,
+# recall_k, infAP).
+IR_MEASURES_NAMES: dict[str, str] = {
+    "MRR@10": "RR@10",
+    "mAP@10": "AP@10",
+    "mAP@50": "AP@50",
+    "R@10": "R@10",
+    "R@50": "R@50",
+    "R@100": "R@100",
+    "R@500": "R@500",
+    INFAP: "infAP",
+}
+
+_EXAMPLES = 5  # how many query ids a warning names
+
+
+@dataclass
+class Evaluation:
+    """The scores of one run.
+
+    ``aggregate`` maps metric name -> value over all qrels queries (a fraction, not ×100);
+    ``per_query`` maps qid -> metric -> value for every qrels query (under ``"coresearch"``
+    the per-query R@k is the query's own ratio while the aggregate R@k is micro-averaged).
+    ``warnings`` are for the user (missing or extra queries); the CLI prints them.
+    """
+
+    name: str
+    definition: str
+    aggregate: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    n_queries: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.aggregate)
+
+
+def check_definition(definition: str) -> None:
+    if definition not in DEFINITIONS:
+        raise InputError(f"unknown metric definition {definition!r}; choose one of {', '.join(DEFINITIONS)}")
+
+
+def rank_documents(scores: Mapping[str, float]) -> list[str]:
+    """Doc ids best first, in trec_eval's order: score descending, then doc id descending."""
+    return sorted(scores, key=lambda doc: (scores[doc], doc), reverse=True)
+
+
+def _tie_free(scores: Mapping[str, float]) -> dict[str, float]:
+    # ir-measures computes RR@k with its MS MARCO provider, which breaks score ties by doc id
+    # ascending, while trec_eval (AP, R, infAP) breaks them descending. Re-scoring by trec_eval's
+    # own order leaves no ties, so every provider ranks the same way.
+    ranked = rank_documents(scores)
+    return {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+
+
+def _examples(qids: Sequence[str]) -> str:
+    shown = ", ".join(qids[:_EXAMPLES])
+    return f"{shown}, …" if len(qids) > _EXAMPLES else shown
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def trec_per_query(run: Run, qrels: Qrels, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per-query values with trec_eval semantics for every qrels query.
+
+    ir-measures (like trec_eval without ``-c``) scores only queries in both run and qrels and
+    RR skips queries without a relevant doc; every qrels query starts at 0 for every metric and
+    is overwritten by what ir-measures reports, which is trec_eval ``-c`` semantics.
+    """
+    import ir_measures
+
+    measures = [ir_measures.parse_measure(IR_MEASURES_NAMES[name]) for name in metrics]
+    ours = {str(measure): name for measure, name in zip(measures, metrics, strict=True)}
+    per_query = {qid: dict.fromkeys(metrics, 0.0) for qid in qrels}
+    ranked = {qid: _tie_free(run[qid]) for qid in qrels if run.get(qid)}
+    if ranked:
+        plain_qrels = {qid: dict(judged) for qid, judged in qrels.items()}
+        for value in ir_measures.iter_calc(measures, plain_qrels, ranked):
+            per_query[value.query_id][ours[str(value.measure)]] = float(value.value)
+    return per_query
+
+
+def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "run") -> Evaluation:
+    """Score ``run`` ({qid: {doc: score}}) against ``qrels`` ({qid: {doc: relevance}}).
+
+    Every qrels query is evaluated (``n_queries == len(qrels)``). A qrels query that the run
+    lacks (or whose result list is empty) counts 0 for every metric — trec_eval's ``-c``
+    behaviour, where plain ir-measures/pytrec_eval would silently drop it and inflate the
+    means; it is reported in ``warnings`` with a count. Run queries absent from the qrels
+    are ignored, also with a warning. ``infAP`` is added when any qrels relevance is −1.
+    Under ``"coresearch"``, infAP (which the paper does not use) is trec_eval's.
+
+    Raises ``InputError`` for an unknown definition or empty qrels.
+    """
+    check_definition(definition)
+    if not qrels:
+        raise InputError("the qrels hold no queries")
+
+    warnings: list[str] = []
+    extra = [qid for qid in run if qid not in qrels]
+    if extra:
+        warnings.append(f"{len(extra)} of {len(run)} run queries are not in the qrels and were "
+                        f"ignored ({_examples(extra)})")
+    missing = [qid for qid in qrels if not run.get(qid)]
+    if missing:
+        warnings.append(f"{len(missing)} of {len(qrels)} qrels queries have no results in the run; "
+                        f"they count 0 for every metric ({_examples(missing)})")
+    no_relevant = [qid for qid, judged in qrels.items() if not any(rel > 0 for rel in judged.values())]
+    if no_relevant:
+        warnings.append(f"{len(no_relevant)} of {len(qrels)} qrels queries have no relevant document; "
+                        f"they count 0 for every metric ({_examples(no_relevant)})")
+
+    metrics = list(METRICS)
+    has_unjudged = any(rel == UNJUDGED for judged in qrels.values() for rel in judged.values())
+    if has_unjudged:
+        metrics.append(INFAP)
+
+    if definition == "trec":
+        per_query = trec_per_query(run, qrels, metrics)
+        aggregate = {metric: _mean([values[metric] for values in per_query.values()]) for metric in metrics}
+    else:
+        from corefsearch.evaluate.coresearch import evaluate_coresearch
+
+        per_query, aggregate = evaluate_coresearch(run, qrels)
+        if has_unjudged:
+            infap = trec_per_query(run, qrels, [INFAP])
+            for qid, values in per_query.items():
+                values[INFAP] = infap[qid][INFAP]
+            aggregate[INFAP] = _mean([values[INFAP] for values in infap.values()])
+
+    return Evaluation(name=name, definition=definition, aggregate=aggregate, per_query=per_query,
+                      n_queries=len(qrels), warnings=warnings)
+
+
+def _stem(path: Path) -> str:
+    # "bm25.trec.gz" -> "bm25": read_run un-gzips transparently, so .gz is not part of the name.
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return Path(name).stem or name
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return os.fspath(path)
+
+
+def run_names(run_paths: Sequence[Path]) -> list[str]:
+    """File stems; runs sharing a stem are named by their path (relative to the cwd if under it)."""
+    paths = [Path(p) for p in run_paths]
+    stems = [_stem(p) for p in paths]
+    names = [_relative(p) if stems.count(stem) > 1 else stem for p, stem in zip(paths, stems, strict=True)]
+    # The same file given twice still needs distinct names (they key the JSON output).
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return unique
+
+
+def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str = "trec") -> list[Evaluation]:
+    """Evaluate each TREC run file against one qrels file (read once), in the order given."""
+    check_definition(definition)
+    qrels = read_qrels(Path(qrels_path))
+    return [evaluate_run(read_run(Path(path)), qrels, definition, name)
+            for path, name in zip(run_paths, run_names(run_paths), strict=True)]

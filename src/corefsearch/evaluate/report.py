@@ -1,0 +1,110 @@
+"""Present evaluations: a rich table (×100, as the paper reports), JSON and a per-query CSV."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corefsearch.evaluate.ranking import ALL_METRICS, Evaluation
+from corefsearch.evaluate.significance import paired_test
+from corefsearch.io import atomic_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+SIGNIFICANCE_LEVEL = 0.05
+MARKER = "†"
+
+
+def _metrics(evaluations: Sequence[Evaluation]) -> list[str]:
+    """Every metric any evaluation has, in table order (unknown names last, as first seen)."""
+    present: list[str] = []
+    for evaluation in evaluations:
+        present.extend(metric for metric in evaluation.aggregate if metric not in present)
+    known = [metric for metric in ALL_METRICS if metric in present]
+    return known + [metric for metric in present if metric not in ALL_METRICS]
+
+
+def _check(evaluations: Sequence[Evaluation]) -> None:
+    if not evaluations:
+        raise ValueError("no evaluations to report")
+    names = [evaluation.name for evaluation in evaluations]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"run names must be unique, repeated: {', '.join(duplicates)}")
+
+
+def render_table(evaluations: Sequence[Evaluation], console: Console | None = None,
+                 alpha: float = SIGNIFICANCE_LEVEL) -> Table:
+    """Print (and return) one row per metric, one column per run, values ×100 with 2 decimals.
+
+    Runs after the first carry ``†`` where a two-sided paired t-test against the first run
+    gives p < ``alpha``. All runs must use the same metric definition.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    _check(evaluations)
+    definitions = {evaluation.definition for evaluation in evaluations}
+    if len(definitions) > 1:
+        raise ValueError(f"cannot put runs scored with different definitions in one table: "
+                         f"{', '.join(sorted(definitions))}")
+    definition = definitions.pop()
+    base = evaluations[0]
+
+    caption = f"{MARKER} p < {alpha:g} vs {base.name} (two-sided paired t-test over queries)"
+    if definition == "coresearch":
+        caption += "; R@k micro-averaged as in the CoreSearch paper, tested on per-query recall"
+    table = Table(title=f"Ranking metrics ×100 ({definition} definitions)", caption=caption)
+    table.add_column("Metric")
+    for evaluation in evaluations:
+        table.add_column(evaluation.name, justify="right")
+
+    for metric in _metrics(evaluations):
+        cells = [metric]
+        for position, evaluation in enumerate(evaluations):
+            if metric not in evaluation.aggregate:
+                cells.append("–")
+                continue
+            cell = f"{100 * evaluation.aggregate[metric]:.2f}"
+            if position > 0 and metric in base.aggregate:
+                p_value = paired_test(base, evaluation, metric)
+                # NaN (no shared queries) never counts as significant
+                cell += MARKER if not math.isnan(p_value) and p_value < alpha else " "
+            cells.append(cell)
+        table.add_row(*cells)
+    table.add_section()
+    table.add_row("queries", *(str(evaluation.n_queries) for evaluation in evaluations))
+
+    (console or Console()).print(table)
+    return table
+
+
+def to_json(evaluations: Sequence[Evaluation]) -> dict[str, dict[str, float]]:
+    """``{run name: {metric: value}}`` with raw fractions (not ×100), metric names as in the table."""
+    _check(evaluations)
+    return {evaluation.name: {metric: evaluation.aggregate[metric] for metric in _metrics([evaluation])}
+            for evaluation in evaluations}
+
+
+def write_per_query_csv(evaluations: Sequence[Evaluation], path: Path) -> int:
+    """Write ``run,qid,<metrics…>`` (one row per run and query) atomically; return the row count.
+
+    A metric a run lacks (infAP in a mixed set) is left empty.
+    """
+    _check(evaluations)
+    metrics = _metrics(evaluations)
+    rows = 0
+    with atomic_file(Path(path)) as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["run", "qid", *metrics])
+        for evaluation in evaluations:
+            for qid, values in evaluation.per_query.items():
+                cells = (repr(values[metric]) if metric in values else "" for metric in metrics)
+                writer.writerow([evaluation.name, qid, *cells])
+                rows += 1
+    return rows

@@ -1,0 +1,46 @@
+"""Paired significance tests between two evaluated runs."""
+
+from __future__ import annotations
+
+import math
+
+from corefsearch.evaluate.ranking import Evaluation
+
+_EPSILON = 1e-12  # per-query differences below this are float noise
+
+
+def paired_test(base: Evaluation, other: Evaluation, metric: str) -> float:
+    """Two-sided paired t-test p-value of ``metric`` over the queries both runs share.
+
+    Uses the per-query values; for the micro-averaged R@k of the ``"coresearch"`` definition
+    these are the per-query ratios (a micro average has no per-query sample to test).
+    Degenerate cases are decided rather than left to scipy's NaN: identical values → 1.0;
+    the same non-zero difference on every query → 0.0; no shared query, or a single one that
+    differs → NaN (no test possible).
+
+    Raises ``ValueError`` when the definitions differ or a run lacks the metric.
+    """
+    if base.definition != other.definition:
+        raise ValueError(f"cannot compare {base.name!r} ({base.definition}) with "
+                         f"{other.name!r} ({other.definition}): different metric definitions")
+    for evaluation in (base, other):
+        if metric not in evaluation.aggregate:
+            raise ValueError(f"run {evaluation.name!r} has no metric {metric!r}")
+
+    shared = [qid for qid in base.per_query if qid in other.per_query]
+    a = [base.per_query[qid][metric] for qid in shared]
+    b = [other.per_query[qid][metric] for qid in shared]
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    if not diffs:
+        return math.nan
+    if all(abs(d) <= _EPSILON for d in diffs):
+        return 1.0
+    if len(diffs) < 2:
+        return math.nan
+    if max(diffs) - min(diffs) <= _EPSILON:
+        return 0.0  # zero variance, non-zero mean: t is infinite
+
+    from scipy.stats import ttest_rel
+
+    p_value = float(ttest_rel(b, a).pvalue)
+    return 1.0 if math.isnan(p_value) else p_value

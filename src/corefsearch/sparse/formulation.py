@@ -1,0 +1,55 @@
+"""BM25 query formulations of the CoreSearch paper (Eirew et al. 2022, §5).
+
+``mention``: the mention words only; ``mention+entities``: the mention plus the named
+entities spaCy finds in its context (the paper's best); ``sentence``: the sentence holding
+the mention; ``context``: the whole query passage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from corefsearch.errors import InputError
+from corefsearch.schema import Query
+
+QUERY_FORMATS = ("mention", "mention+entities", "sentence", "context")
+
+
+def _overlaps(a_start: int, a_end: int, b_start: int, b_end: int) -> bool:
+    return a_start < b_end and b_start < a_end
+
+
+def formulate(queries: Sequence[Query], query_format: str) -> list[str]:
+    """The BM25 query string of each query."""
+    if query_format not in QUERY_FORMATS:
+        raise InputError(f"--query-format must be one of {', '.join(QUERY_FORMATS)}, got {query_format!r}")
+    if query_format == "mention":
+        return [q.mention for q in queries]
+    if query_format == "context":
+        return [q.text for q in queries]
+    if query_format == "sentence":
+        from corefsearch.nlp import sentence_spans
+
+        strings = []
+        for query, spans in zip(queries, sentence_spans(q.text for q in queries), strict=True):
+            # A mention that a sentence boundary cuts gets every sentence it touches.
+            touched = [(s, e) for s, e in spans if _overlaps(s, e, query.start, query.end)]
+            if not touched:
+                strings.append(query.mention)
+            else:
+                strings.append(query.text[touched[0][0]:touched[-1][1]])
+        return strings
+    from corefsearch.nlp import entities
+
+    # Queries from one passage share its text: run NER once per distinct text.
+    texts = list(dict.fromkeys(q.text for q in queries))
+    found_in = dict(zip(texts, entities(texts), strict=True))
+    strings = []
+    for query in queries:
+        names: list[str] = []
+        for start, end, _label in found_in[query.text]:
+            name = query.text[start:end]
+            if not _overlaps(start, end, query.start, query.end) and name not in names:
+                names.append(name)
+        strings.append(" ".join([query.mention, *names]))
+    return strings
