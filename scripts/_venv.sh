@@ -14,7 +14,10 @@ ensure_venv() {
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "Installing corefsearch and its dependencies into $venv (a few minutes the first time)" >&2
     # torch is pinned to a CPU build in pyproject.toml, so no CUDA packages are pulled.
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    # (Some machines' pip configuration names local package folders that may not exist;
+    # pip's warnings about them are noise here.)
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
   fi
   export PATH="$PWD/$venv/bin:$PATH"

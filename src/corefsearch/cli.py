@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from corefsearch import __version__
 from corefsearch.errors import CorefSearchError
@@ -42,11 +43,14 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version, i
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
                   line: Any = None) -> None:
-    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False)
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Print a library error as one line and exit 1, with no traceback; warnings in yellow."""
+    """Print a library error as one line and exit 1, with no traceback; warnings in yellow.
+
+    Messages quote the user's ids, paths and text, so they are escaped, not read as rich markup.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -54,7 +58,7 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except CorefSearchError as err:
-            err_console.print(f"[red]error:[/red] {err}", highlight=False)
+            err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("[red]interrupted[/red]: nothing half-written was left in place")
@@ -125,7 +129,7 @@ def index_command(
 
     summary = build_lucene_index(dataset, out, threads=threads, overwrite=overwrite)
     console.print(f"Indexed {summary.passages:,} passages into {summary.path} in {summary.seconds:.1f} s "
-                  f"({summary.passages_per_second:,.0f} passages/s)")
+                  f"({summary.passages_per_second:,.0f} passages/s)", markup=False)
 
 
 QUERY_FORMAT_HELP = "mention | mention+entities | sentence | context"
@@ -149,7 +153,8 @@ def search_command(
     summary = search_to_run(index, queries, out, k=k,
                             options=BM25Options(query_format=query_format, rm3=rm3, threads=threads))
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
-                  f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}")
+                  f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
+                  markup=False)
 
 
 @app.command("query")
@@ -198,7 +203,8 @@ def evaluate_command(
     evaluations = evaluate_files(runs, qrels, definition=definition)
     for evaluation in evaluations:
         for message in evaluation.warnings:
-            err_console.print(f"[yellow]warning:[/yellow] {evaluation.name}: {message}", highlight=False)
+            err_console.print(f"[yellow]warning:[/yellow] {escape(f'{evaluation.name}: {message}')}",
+                              highlight=False)
     if per_query is not None:
         write_per_query_csv(evaluations, per_query)
     if output_format == "json":

@@ -140,24 +140,29 @@ def write_run(path: Path, rows: Iterable[RunRow]) -> int:
     return count
 
 
-def read_run(path: Path) -> dict[str, dict[str, float]]:
-    """Read a TREC run into ``{qid: {doc_id: score}}`` (the shape ir-measures and pytrec_eval take)."""
-    run: dict[str, dict[str, float]] = {}
+def _trec_lines(path: Path, layout: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line_number, columns)`` of a whitespace-separated TREC file with the given column layout."""
+    expected = len(layout.split())
     with open_text(path) as handle:
         for line_number, line in enumerate(handle, start=1):
             parts = line.split()
             if not parts:
                 continue
-            if len(parts) != 6:
-                raise InputError(f"{path}:{line_number}: a run line has 6 columns "
-                                 f"'qid Q0 doc_id rank score tag', found {len(parts)}")
-            qid, _, doc_id, rank, score, _tag = parts
-            try:
-                int(rank)
-                value = float(score)
-            except ValueError:
-                raise InputError(f"{path}:{line_number}: rank must be an integer and score a number") from None
-            run.setdefault(qid, {})[doc_id] = value
+            if len(parts) != expected:
+                raise InputError(f"{path}:{line_number}: expected {expected} columns '{layout}', found {len(parts)}")
+            yield line_number, parts
+
+
+def read_run(path: Path) -> dict[str, dict[str, float]]:
+    """Read a TREC run into ``{qid: {doc_id: score}}`` (the shape ir-measures and pytrec_eval take)."""
+    run: dict[str, dict[str, float]] = {}
+    for line_number, (qid, _, doc_id, rank, score, _tag) in _trec_lines(path, "qid Q0 doc_id rank score tag"):
+        try:
+            int(rank)
+            value = float(score)
+        except ValueError:
+            raise InputError(f"{path}:{line_number}: rank must be an integer and score a number") from None
+        run.setdefault(qid, {})[doc_id] = value
     return run
 
 
@@ -174,18 +179,9 @@ def write_qrels(path: Path, qrels: Iterable[tuple[str, str, int]]) -> int:
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """Read TREC qrels into ``{qid: {doc_id: relevance}}``; relevance −1 marks an unjudged pair."""
     qrels: dict[str, dict[str, int]] = {}
-    with open_text(path) as handle:
-        for line_number, line in enumerate(handle, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise InputError(f"{path}:{line_number}: a qrels line has 4 columns "
-                                 f"'qid 0 doc_id relevance', found {len(parts)}")
-            qid, _, doc_id, relevance = parts
-            try:
-                qrels.setdefault(qid, {})[doc_id] = int(relevance)
-            except ValueError:
-                raise InputError(f"{path}:{line_number}: relevance must be an integer, "
-                                 f"got {relevance!r}") from None
+    for line_number, (qid, _, doc_id, relevance) in _trec_lines(path, "qid 0 doc_id relevance"):
+        try:
+            qrels.setdefault(qid, {})[doc_id] = int(relevance)
+        except ValueError:
+            raise InputError(f"{path}:{line_number}: relevance must be an integer, got {relevance!r}") from None
     return qrels

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.datasets.dataset import read_queries
-from corefsearch.errors import InputError
+from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io import write_run
 from corefsearch.schema import Query
 from corefsearch.sparse.formulation import formulate
@@ -40,6 +40,10 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                   options: BM25Options | None = None) -> SearchSummary:
     """Search every query of ``queries_path`` and write the TREC run ``out`` atomically."""
     options = options or BM25Options()
+    if not Path(queries_path).is_file():
+        raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
+                                   "DATASET/queries/{train,dev,test}.jsonl, written by `corefsearch build-dataset "
+                                   "--format ecbplus|wec|coresearch|generic INPUT --out DATASET`")
     queries = read_queries(queries_path)
     if not queries:
         raise InputError(f"{queries_path}: holds no queries")

@@ -46,10 +46,11 @@ def formulate(queries: Sequence[Query], query_format: str) -> list[str]:
     found_in = dict(zip(texts, entities(texts), strict=True))
     strings = []
     for query in queries:
-        names: list[str] = []
+        # The mention first; each name once, and not again where the mention recurs as a name.
+        terms = [query.mention]
         for start, end, _label in found_in[query.text]:
             name = query.text[start:end]
-            if not _overlaps(start, end, query.start, query.end) and name not in names:
-                names.append(name)
-        strings.append(" ".join([query.mention, *names]))
+            if not _overlaps(start, end, query.start, query.end) and name not in terms:
+                terms.append(name)
+        strings.append(" ".join(terms))
     return strings

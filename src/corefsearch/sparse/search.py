@@ -102,6 +102,8 @@ class BM25Searcher:
         return int(self._simple_searcher().get_total_num_docs())
 
     def search_one(self, query_string: str, k: int, exclude: str | None = None) -> list[Hit]:
+        if k < 1:
+            raise InputError(f"--k must be at least 1, got {k}")
         hits = self._simple_searcher().search(_one_line(query_string), k + 1)
         return [Hit(h.docid, float(h.score)) for h in hits if h.docid != exclude][:k]
 
