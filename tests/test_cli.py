@@ -112,6 +112,16 @@ def test_search_writes_trec_runs(pipeline: Pipeline) -> None:
 
 
 @java
+def test_search_records_run_metadata(pipeline: Pipeline) -> None:
+    for query_format, path in pipeline.runs.items():
+        meta = json.loads(path.with_name(path.name + ".meta.json").read_text())
+        manifest = json.loads((pipeline.index / "lucene" / "manifest.json").read_text())
+        assert meta["kind"] == "corefsearch-run" and meta["options"]["query_format"] == query_format
+        assert meta["passages_sha256"] == manifest["passages_sha256"]
+        assert meta["rows"] == sum(1 for _ in path.open())
+
+
+@java
 def test_evaluate_table(pipeline: Pipeline) -> None:
     result = invoke("evaluate", pipeline.runs["mention"], "--qrels", pipeline.qrels)
     for metric in METRICS:

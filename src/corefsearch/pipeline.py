@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
+import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corefsearch import __version__
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import write_run
+from corefsearch.io import atomic_file, sha256_file, write_run
 from corefsearch.schema import Query
 from corefsearch.sparse.formulation import formulate
 from corefsearch.sparse.index import check_index_matches_dataset
@@ -53,7 +56,26 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     searcher = BM25Searcher(index, options)
     started = time.perf_counter()
     rows = write_run(out, run_rows(searcher.search(queries, k), options.tag))
-    return SearchSummary(len(queries), rows, time.perf_counter() - started, Path(out))
+    summary = SearchSummary(len(queries), rows, time.perf_counter() - started, Path(out))
+    write_run_metadata(run_metadata_path(out), {
+        "retriever": "bm25", "options": asdict(options), "k": k, "tag": options.tag,
+        "index": str(Path(index).resolve()), "passages_sha256": searcher.manifest.get("passages_sha256"),
+        "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
+        "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
+    return summary
+
+
+def run_metadata_path(run_path: Path) -> Path:
+    """Where a run's options and versions are kept: ``RUN.meta.json`` beside ``RUN``."""
+    return Path(run_path).with_name(Path(run_path).name + ".meta.json")
+
+
+def write_run_metadata(path: Path, fields: dict[str, Any]) -> None:
+    record = {"kind": "corefsearch-run", "corefsearch_version": __version__,
+              "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **fields}
+    with atomic_file(path) as handle:
+        json.dump(record, handle, indent=2)
+        handle.write("\n")
 
 
 def adhoc_query_record(mention: str, context: str | None = None, occurrence: int | None = None) -> Query:
