@@ -72,9 +72,14 @@ class Document:
 
     def validate(self, where: str = "") -> None:
         prefix = f"{where}: " if where else ""
+        previous_end = 0
         for start, end in self.units:
             if not (0 <= start <= end <= len(self.text)):
                 raise InputError(f"{prefix}document {self.doc_id}: unit [{start}, {end}) outside the text")
+            if start < previous_end:
+                raise InputError(f"{prefix}document {self.doc_id}: units must be in text order without overlap, "
+                                 f"[{start}, {end}) starts before {previous_end}")
+            previous_end = end
         for mention in self.mentions:
             mention.validate(self.text, where)
         if self.split is not None and self.split not in SPLITS:

@@ -8,6 +8,7 @@ collection may be far larger than memory.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import random
@@ -103,14 +104,24 @@ def _windows(units: Sequence[tuple[int, int]], mode: str, size: int) -> list[tup
     return [(units[max(0, i - before)][0], units[min(last, i + after)][1]) for i in range(len(units))]
 
 
-def _home_window(mention_start: int, mention_end: int, units: Sequence[tuple[int, int]], mode: str) -> int | None:
+def _home_window(mention_start: int, mention_end: int, unit_starts: Sequence[int],
+                 units: Sequence[tuple[int, int]], mode: str) -> int | None:
     """Index of the passage a mention's query is drawn from: the one centred on its unit."""
     if mode == "document":
         return 0
-    for index, (start, end) in enumerate(units):
-        if start <= mention_start and mention_end <= end:
-            return index
+    index = bisect.bisect_right(unit_starts, mention_start) - 1
+    if index >= 0 and mention_end <= units[index][1]:
+        return index
     return None
+
+
+def _windows_holding(mention_start: int, mention_end: int, window_starts: Sequence[int],
+                     window_ends: Sequence[int]) -> range:
+    """Indices of the windows that hold a mention whole. Window starts and ends both grow
+    with the index, so these form one run: found by bisection, not a scan (long documents)."""
+    first = bisect.bisect_left(window_ends, mention_end)
+    last = bisect.bisect_right(window_starts, mention_start) - 1
+    return range(first, last + 1)
 
 
 class _DatasetWriter:
@@ -143,9 +154,11 @@ class _DatasetWriter:
         windows = _windows(doc.units, self.options.passage, self.options.window)
         ids = [f"{doc_key}-{i}" for i in range(len(windows))]
         contained: list[list[PassageMention]] = [[] for _ in windows]
+        unit_starts = [start for start, _ in doc.units]
+        window_starts, window_ends = [start for start, _ in windows], [end for _, end in windows]
         for mention in doc.mentions:
             mention_id = safe_id(mention.mention_id)
-            home = _home_window(mention.start, mention.end, doc.units, self.options.passage)
+            home = _home_window(mention.start, mention.end, unit_starts, doc.units, self.options.passage)
             if home is None:
                 # Spans two sentences, or lies outside every unit (e.g. a dropped URL line).
                 self.summary.mentions_dropped += 1
@@ -153,7 +166,7 @@ class _DatasetWriter:
             if mention_id in self.mention_ids:
                 raise InputError(f"{where}: mention id {mention_id} occurs twice")
             self.mention_ids.add(mention_id)
-            inside = [i for i, (start, end) in enumerate(windows) if start <= mention.start and mention.end <= end]
+            inside = _windows_holding(mention.start, mention.end, window_starts, window_ends)
             for i in inside:
                 offset = windows[i][0]
                 contained[i].append(PassageMention(mention_id, mention.start - offset, mention.end - offset,
