@@ -154,3 +154,24 @@ def test_bad_json_and_folder(release: Path) -> None:
         list(read_coresearch(release / "nowhere"))
     with pytest.raises(InputError, match="unknown CoreSearch split"):
         list(read_coresearch(release, splits=["validation"]))
+
+
+def test_cli_builds_a_partial_release(release: Path, tmp_path: Path) -> None:
+    # Only Dev and Test are in the fixture: asking for those splits must not need Train files.
+    from typer.testing import CliRunner
+
+    from corefsearch.cli import app
+
+    out = tmp_path / "dataset"
+    result = CliRunner().invoke(app, ["build-dataset", str(release), "--format", "coresearch",
+                                      "--splits", "dev,test", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    queries = [json.loads(line) for line in (out / "queries" / "dev.jsonl").read_text().splitlines()]
+    # Cluster 1913 has mentions in p1 and p2 (the query record p1 is the passage p1); the
+    # fixture also puts one in the Test file (t1), which is relevant too.
+    assert sorted(q["id"] for q in queries) == ["p1", "p2"]
+    assert sorted((out / "qrels" / "dev.txt").read_text().splitlines()) == [
+        "p1 0 p2-0 1", "p1 0 t1-0 1", "p2 0 p1-0 1", "p2 0 t1-0 1"]
+    missing = CliRunner().invoke(app, ["build-dataset", str(release), "--format", "coresearch",
+                                       "--out", str(tmp_path / "all")])
+    assert missing.exit_code == 1 and "Train" in missing.output

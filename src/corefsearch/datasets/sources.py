@@ -18,6 +18,7 @@ class SourceOptions:
     validated_only: bool = False
     sentences_csv: Path | None = None
     passage: str = "sentence"
+    splits: tuple[str, ...] = ("train", "dev", "test")
 
 
 def read_source(source_format: str, path: Path, options: SourceOptions) -> Iterator[Document]:
@@ -38,7 +39,8 @@ def read_source(source_format: str, path: Path, options: SourceOptions) -> Itera
     if source_format == "coresearch":
         from corefsearch.datasets.coresearch import read_coresearch
 
-        return read_coresearch(path)
+        # Only the requested splits' files need to be there (a release may be partial).
+        return read_coresearch(path, splits=options.splits)
     if source_format == "generic":
         from corefsearch.datasets.generic import read_generic
 
