@@ -174,4 +174,4 @@ def test_cli_builds_a_partial_release(release: Path, tmp_path: Path) -> None:
         "p1 0 p2-0 1", "p1 0 t1-0 1", "p2 0 p1-0 1", "p2 0 t1-0 1"]
     missing = CliRunner().invoke(app, ["build-dataset", str(release), "--format", "coresearch",
                                        "--out", str(tmp_path / "all")])
-    assert missing.exit_code == 1 and "Train" in missing.output
+    assert missing.exit_code == 1 and "split 'train'" in missing.output

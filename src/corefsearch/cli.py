@@ -102,10 +102,11 @@ def build_dataset_command(
     from corefsearch.datasets.sources import SourceOptions, read_source
     from corefsearch.report import print_build_summary
 
-    source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage)
+    kept_splits = tuple(s.strip() for s in splits.split(",") if s.strip())
+    source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage, kept_splits)
     ratios = _floats(split_ratios, "--split-ratios")
     options = BuildOptions(passage=passage, window=window, split_ratios=ratios, seed=seed,  # type: ignore[arg-type]
-                           splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
+                           splits=kept_splits,
                            source={"format": source_format, "input": str(input_path),
                                    "mention_type": mention_type, "validated_only": validated_only,
                                    "distractors": [str(p) for p in distractors or []]})
