@@ -468,11 +468,11 @@ def report(results: Sequence[SettingResult], info: dict[str, str], command: str,
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, title: str = SECTION) -> None:
     """Put ``section`` in ``path`` in place of the old one (up to the next ``## `` heading), or append it."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\nSee bench/README.md.\n"
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    start = next((i for i, line in enumerate(lines) if line.strip() == title), None)
     new = section.rstrip("\n").splitlines()
     if start is None:
         while lines and not lines[-1].strip():

@@ -117,23 +117,58 @@ def build_dataset_command(
     print_build_summary(summary, console)
 
 
+QUERY_FORMAT_HELP = "BM25 query: mention | mention+entities | sentence | context"
+ENCODER_HELP = ("a retriever folder from `train retriever`, a Hugging Face model name or folder, "
+                "or `default` (all-MiniLM-L6-v2, zero-shot)")
+RetrieverOption = Annotated[str, typer.Option(help="bm25 | dense | hybrid (BM25 and dense fused).")]
+SearchEncoderOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="Dense query encoder (default: the one the dense index was built with).")]
+FusionOption = Annotated[str, typer.Option(help="Hybrid: rrf (reciprocal rank, k=60) | interpolate.")]
+AlphaOption = Annotated[float, typer.Option(
+    help="Hybrid --fusion interpolate: alpha·dense + (1-alpha)·BM25 on min-max normalised scores.")]
+DeviceOption = Annotated[str, typer.Option(help="Dense: auto | cpu | cuda.")]
+
+
+def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str) -> Any:
+    from corefsearch.fusion import FusionOptions
+    from corefsearch.pipeline import RetrievalOptions
+
+    return RetrievalOptions(retriever, encoder, device, FusionOptions(fusion, alpha))
+
+
 @app.command("index")
 @user_errors
 def index_command(
     dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset.")],
-    out: Annotated[Path, typer.Option("--out", help="Index directory (the Lucene index goes in OUT/lucene).")],
-    threads: Annotated[int, typer.Option(help="Indexing threads.")] = 2,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing Lucene index.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Index directory (OUT/lucene, OUT/dense; both can live in it).")],
+    threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing index of the kind being built.")] = False,
+    dense: Annotated[bool, typer.Option(
+        "--dense", help="Build the dense (FAISS) index OUT/dense instead of the Lucene one.")] = False,
+    encoder: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help=f"With --dense: {ENCODER_HELP}.")] = None,
+    faiss_type: Annotated[str, typer.Option("--faiss", help="With --dense: flat | hnsw | ivfpq.")] = "flat",
+    batch_size: Annotated[int, typer.Option(help="With --dense: passages per encoder batch.")] = 64,
+    shard: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --dense: encode only shard I of N (I/N, I from 0) into OUT/dense-shards/.")] = None,
+    merge_shards: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="With --dense: merge the N shards in OUT/dense-shards/ into OUT/dense.")] = None,
+    device: Annotated[str, typer.Option(help="With --dense: auto | cpu | cuda.")] = "auto",
+    chunk_size: Annotated[int, typer.Option(
+        help="With --dense: passages per saved chunk (what an interrupted run resumes from; "
+             "shards are whole chunks).")] = 8192,
 ) -> None:
-    """Build a Lucene (BM25) index of a dataset's passages."""
-    from corefsearch.sparse.index import build_lucene_index
+    """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
+    from corefsearch.pipeline import DenseIndexOptions, index_dataset
+    from corefsearch.report import print_index_summary
 
-    summary = build_lucene_index(dataset, out, threads=threads, overwrite=overwrite)
-    console.print(f"Indexed {summary.passages:,} passages into {summary.path} in {summary.seconds:.1f} s "
-                  f"({summary.passages_per_second:,.0f} passages/s)", markup=False)
-
-
-QUERY_FORMAT_HELP = "mention | mention+entities | sentence | context"
+    dense_options = None
+    if dense:
+        dense_options = DenseIndexOptions(encoder, faiss_type, batch_size, shard, merge_shards, device, chunk_size)
+    elif encoder is not None or shard is not None or merge_shards is not None:
+        raise CorefSearchError("--encoder, --shard and --merge-shards build the dense index: add --dense")
+    summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite)
+    print_index_summary(summary, console)
 
 
 @app.command("search")
@@ -145,14 +180,20 @@ def search_command(
     k: Annotated[int, typer.Option("--k", help="Passages per query.")] = 500,
     query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
     rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
-    threads: Annotated[int, typer.Option(help="Search threads.")] = 2,
+    threads: Annotated[int, typer.Option(help="Search threads (BM25).")] = 2,
+    retriever: RetrieverOption = "bm25",
+    encoder: SearchEncoderOption = None,
+    fusion: FusionOption = "rrf",
+    alpha: AlphaOption = 0.5,
+    device: DeviceOption = "auto",
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out)."""
     from corefsearch.pipeline import search_to_run
     from corefsearch.sparse.search import BM25Options
 
     summary = search_to_run(index, queries, out, k=k,
-                            options=BM25Options(query_format=query_format, rm3=rm3, threads=threads))
+                            options=BM25Options(query_format=query_format, rm3=rm3, threads=threads),
+                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device))
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
                   markup=False)
@@ -171,6 +212,11 @@ def query_command(
     query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
     rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    retriever: RetrieverOption = "bm25",
+    encoder: SearchEncoderOption = None,
+    fusion: FusionOption = "rrf",
+    alpha: AlphaOption = 0.5,
+    device: DeviceOption = "auto",
 ) -> None:
     """Ask one ad-hoc question: where else is this mention's event mentioned?"""
     from corefsearch.pipeline import adhoc_query
@@ -178,7 +224,8 @@ def query_command(
     from corefsearch.sparse.search import BM25Options
 
     result = adhoc_query(index, mention, context, occurrence, k=k,
-                         options=BM25Options(query_format=query_format, rm3=rm3, threads=1))
+                         options=BM25Options(query_format=query_format, rm3=rm3, threads=1),
+                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -212,6 +259,58 @@ def evaluate_command(
         sys.stdout.write(json.dumps(to_json(evaluations), indent=2) + "\n")
     else:
         render_table(evaluations, console)
+
+
+# --- corefsearch train ... ----------------------------------------------------------------------------
+
+train_app = typer.Typer(help="Train models on a dataset.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("retriever")
+@user_errors
+def train_retriever_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train; dev selects).")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    index: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--index", help="Lucene index of DATASET for BM25 hard negatives (none: in-batch negatives only).")] = None,
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    shared_encoder: Annotated[bool, typer.Option(
+        "--shared-encoder", help="One encoder for queries and passages (default: two, as in DPR).")] = False,
+    markers: Annotated[bool, typer.Option(help="Boundary tokens around the query mention.")] = True,
+    pooling: Annotated[str, typer.Option(help="cls | mean")] = "cls",
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 5,
+    batch_size: Annotated[int, typer.Option(help="Examples per batch (in-batch negatives).")] = 16,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-5,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.01,
+    warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
+    max_query_len: Annotated[int, typer.Option(help="Query window in tokens, grown around the mention.")] = 64,
+    max_passage_len: Annotated[int, typer.Option(help="Passage length in tokens.")] = 180,
+    hard_negatives: Annotated[int, typer.Option(
+        help="Draw one hard negative per example from the BM25 top N not relevant (0: none).")] = 20,
+    positives_per_query: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="At most N positives per query per epoch, sampled (default: all).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
+    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Stop after N optimizer steps in all.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    checkpoint_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
+    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+) -> None:
+    """Train the mention-aware DPR bi-encoder; resumes an interrupted run of the same command."""
+    from corefsearch.dense.train import RetrieverTrainingArguments, print_training_summary, train_retriever
+
+    args = RetrieverTrainingArguments(
+        base_model=base_model, shared_encoder=shared_encoder, markers=markers, pooling=pooling, epochs=epochs,
+        batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup, max_query_len=max_query_len,
+        max_passage_len=max_passage_len, hard_negatives=hard_negatives, positives_per_query=positives_per_query,
+        seed=seed, max_steps=max_steps, device=device)
+    summary = train_retriever(dataset, out, args, index=index, overwrite=overwrite,
+                              checkpoint_every=checkpoint_every,
+                              log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_training_summary(summary, console)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Search end to end: queries in, TREC run out (``search``), or one ad-hoc mention (``query``)."""
+"""Search end to end: queries in, TREC run out (``search``), or one ad-hoc mention (``query``),
+with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``); and the
+``index`` command's choice between the Lucene and the dense index."""
 
 from __future__ import annotations
 
@@ -14,11 +16,134 @@ from typing import Any
 from corefsearch import __version__
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.fusion import FusionOptions
 from corefsearch.io import atomic_file, sha256_file, write_run
 from corefsearch.schema import Query
 from corefsearch.sparse.formulation import formulate
-from corefsearch.sparse.index import check_index_matches_dataset
+from corefsearch.sparse.index import LUCENE_DIR, check_index_matches_dataset, load_lucene_manifest
 from corefsearch.sparse.search import BM25Options, BM25Searcher, run_rows
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+
+
+@dataclass
+class RetrievalOptions:
+    """Which retriever answers (``bm25``, ``dense`` or ``hybrid``) and the dense and fusion settings."""
+
+    retriever: str = "bm25"
+    encoder: str | None = None  # default: the encoder the dense index was built with
+    device: str = "auto"
+    fusion: FusionOptions = field(default_factory=FusionOptions)
+
+    def validate(self) -> None:
+        if self.retriever not in RETRIEVERS:
+            raise InputError(f"--retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
+        self.fusion.validate()
+
+    @property
+    def uses_bm25(self) -> bool:
+        return self.retriever in ("bm25", "hybrid")
+
+    @property
+    def uses_dense(self) -> bool:
+        return self.retriever in ("dense", "hybrid")
+
+
+def _check_indexes(index: Path, retrieval: RetrievalOptions) -> None:
+    """Fail before any work when an index the retriever needs is missing (and say what to run)."""
+    from corefsearch.dense.indexing import load_dense_manifest
+
+    needed = [(load_lucene_manifest, retrieval.uses_bm25), (load_dense_manifest, retrieval.uses_dense)]
+    for load, wanted in needed:
+        if not wanted:
+            continue
+        try:
+            load(index)
+        except MissingArtefactError as err:
+            if retrieval.retriever != "hybrid":
+                raise
+            raise MissingArtefactError(f"--retriever hybrid needs a Lucene and a dense index in {index}: "
+                                       f"{err}") from None
+
+
+@dataclass
+class _Searchers:
+    """The searcher(s) a retrieval needs, the run tag, and what the run metadata records about them."""
+
+    bm25: BM25Searcher | None
+    dense: Any  # DenseSearcher | None
+    hybrid: Any  # HybridSearcher | None
+    tag: str
+    fields: dict[str, Any]
+
+    @property
+    def main(self) -> Any:
+        return self.hybrid or self.dense or self.bm25
+
+    @property
+    def passages_sha256(self) -> str | None:
+        return (self.bm25 or self.dense).manifest.get("passages_sha256")
+
+
+def _searchers(index: Path, options: BM25Options, retrieval: RetrievalOptions) -> _Searchers:
+    bm25 = dense = hybrid = None
+    fields: dict[str, Any] = {"retriever": retrieval.retriever,
+                              "options": asdict(options) if retrieval.uses_bm25 else None}
+    tag = options.tag
+    if retrieval.uses_dense:
+        from corefsearch.dense.search import DenseSearcher, describe
+
+        dense = DenseSearcher(index, retrieval.encoder, device=retrieval.device)
+        fields["dense"] = describe(dense)
+        dense_tag = f"dense-{dense.parameters['type']}"
+        tag = dense_tag
+    if retrieval.uses_bm25:
+        bm25 = BM25Searcher(index, options)
+    if retrieval.retriever == "hybrid":
+        from corefsearch.fusion.hybrid import HybridSearcher
+
+        hybrid = HybridSearcher(bm25, dense, retrieval.fusion)  # type: ignore[arg-type]
+        fields["fusion"] = retrieval.fusion.to_json()  # + "depth": k, set by the search
+        tag = f"hybrid-{retrieval.fusion.tag}-{options.tag}-{dense_tag}"
+    return _Searchers(bm25, dense, hybrid, tag, fields)
+
+
+@dataclass
+class DenseIndexOptions:
+    """``corefsearch index --dense``: the encoder, the FAISS type and how to split the encoding."""
+
+    encoder: str | None = None
+    faiss_type: str = "flat"
+    batch_size: int = 64
+    shard: str | None = None  # "I/N"
+    merge_shards: int | None = None
+    device: str = "auto"
+    chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
+
+
+def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None = None, threads: int = 2,
+                  overwrite: bool = False) -> Any:
+    """The Lucene index (``dense=None``) or the dense index (or one shard of it, or the merge of
+    the shards) of a dataset; both can live in the same ``out`` directory."""
+    if dense is None:
+        from corefsearch.sparse.index import build_lucene_index
+
+        return build_lucene_index(dataset_dir, out, threads=threads, overwrite=overwrite)
+    from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
+
+    if dense.merge_shards is not None:
+        if dense.shard is not None:
+            raise InputError("--shard and --merge-shards do not go together: encode each shard with "
+                             "--shard I/N, then merge them with --merge-shards N")
+        return merge_dense_shards(dataset_dir, out, dense.merge_shards, faiss_type=dense.faiss_type,
+                                  encoder=dense.encoder, device=dense.device, overwrite=overwrite)
+    if not dense.encoder:
+        raise InputError("--dense needs --encoder: a retriever folder from `corefsearch train retriever`, "
+                         "a Hugging Face model name or folder, or `default` (all-MiniLM-L6-v2, zero-shot)")
+    shard = parse_shard(dense.shard) if dense.shard is not None else None
+    return build_dense_index(dataset_dir, out, dense.encoder, faiss_type=dense.faiss_type,
+                             batch_size=dense.batch_size, shard=shard, device=dense.device, overwrite=overwrite,
+                             chunk_size=dense.chunk_size)
 
 
 @dataclass
@@ -40,9 +165,14 @@ def _dataset_of(queries_path: Path) -> Path | None:
 
 
 def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
-                  options: BM25Options | None = None) -> SearchSummary:
+                  options: BM25Options | None = None, retrieval: RetrievalOptions | None = None) -> SearchSummary:
     """Search every query of ``queries_path`` and write the TREC run ``out`` atomically."""
     options = options or BM25Options()
+    retrieval = retrieval or RetrievalOptions()
+    retrieval.validate()
+    options.validate()
+    if k < 1:
+        raise InputError(f"--k must be at least 1, got {k}")
     if not Path(queries_path).is_file():
         raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
                                    "DATASET/queries/{train,dev,test}.jsonl, written by `corefsearch build-dataset "
@@ -50,16 +180,24 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     queries = read_queries(queries_path)
     if not queries:
         raise InputError(f"{queries_path}: holds no queries")
+    _check_indexes(index, retrieval)
     dataset_dir = _dataset_of(queries_path)
     if dataset_dir is not None:
-        check_index_matches_dataset(index, dataset_dir)
-    searcher = BM25Searcher(index, options)
+        if retrieval.uses_bm25:
+            check_index_matches_dataset(index, dataset_dir)
+        if retrieval.uses_dense:
+            from corefsearch.dense.indexing import check_dense_index_matches_dataset
+
+            check_dense_index_matches_dataset(index, dataset_dir)
+    searchers = _searchers(index, options, retrieval)
+    if "fusion" in searchers.fields:
+        searchers.fields["fusion"]["depth"] = k  # each retriever's list, before fusing
     started = time.perf_counter()
-    rows = write_run(out, run_rows(searcher.search(queries, k), options.tag))
+    rows = write_run(out, run_rows(searchers.main.search(queries, k), searchers.tag))
     summary = SearchSummary(len(queries), rows, time.perf_counter() - started, Path(out))
     write_run_metadata(run_metadata_path(out), {
-        "retriever": "bm25", "options": asdict(options), "k": k, "tag": options.tag,
-        "index": str(Path(index).resolve()), "passages_sha256": searcher.manifest.get("passages_sha256"),
+        **searchers.fields, "k": k, "tag": searchers.tag,
+        "index": str(Path(index).resolve()), "passages_sha256": searchers.passages_sha256,
         "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
         "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
     return summary
@@ -111,13 +249,17 @@ class AdhocHit:
 @dataclass
 class AdhocResult:
     query: Query
-    query_string: str
+    query_string: str | None  # the BM25 query (None for the dense retriever alone)
     occurrences: int
     hits: list[AdhocHit]
+    retriever: str = "bm25"
+    encoder: str | None = None  # the dense encoder's reference (dense, hybrid)
+    fusion: str | None = None  # rrf | interpolate (hybrid)
 
     def to_json(self) -> dict[str, Any]:
         return {"query": {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
                           "context": self.query.text, "bm25_query": self.query_string},
+                "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
                 "hits": [hit.to_json() for hit in self.hits]}
 
 
@@ -144,16 +286,72 @@ def matched_spans(text: str, query_string: str) -> list[tuple[int, int]]:
 
 
 def adhoc_query(index: Path, mention: str, context: str | None = None, occurrence: int | None = None,
-                k: int = 10, options: BM25Options | None = None) -> AdhocResult:
+                k: int = 10, options: BM25Options | None = None,
+                retrieval: RetrievalOptions | None = None) -> AdhocResult:
     options = options or BM25Options()
+    retrieval = retrieval or RetrievalOptions()
+    retrieval.validate()
+    options.validate()
+    if k < 1:
+        raise InputError(f"--k must be at least 1, got {k}")
     query = adhoc_query_record(mention, context, occurrence)
     occurrences = len(re.findall(re.escape(mention), query.text))
-    query_string = formulate([query], options.query_format)[0]
-    searcher = BM25Searcher(index, options)
-    hits = searcher.search_one(query_string, k)
+    _check_indexes(index, retrieval)
+    searchers = _searchers(index, options, retrieval)
+    query_string = formulate([query], options.query_format)[0] if retrieval.uses_bm25 else None
+    if searchers.hybrid is not None:
+        hits = searchers.hybrid.search_one(query, query_string, k)
+    elif searchers.dense is not None:
+        hits = searchers.dense.search_one(query, k)
+    else:
+        hits = searchers.bm25.search_one(query_string, k)  # type: ignore[union-attr]
+    stored = _stored_passages(index, [hit.passage_id for hit in hits], searchers)
     results = []
     for rank, hit in enumerate(hits, start=1):
-        stored = searcher.passage(hit.passage_id)
-        results.append(AdhocHit(rank, hit.score, hit.passage_id, stored["title"], stored["text"],
-                                matched_spans(stored["text"], query_string)))
-    return AdhocResult(query, query_string, occurrences, results)
+        passage = stored[hit.passage_id]
+        # Matched-term highlighting is BM25's (also in hybrid); dense scores match no terms.
+        matched = matched_spans(passage["text"], query_string) if query_string is not None else []
+        results.append(AdhocHit(rank, hit.score, hit.passage_id, passage["title"], passage["text"], matched))
+    encoder = searchers.dense.manifest["encoder"]["reference"] if searchers.dense is not None else None
+    return AdhocResult(query, query_string, occurrences, results, retriever=retrieval.retriever, encoder=encoder,
+                       fusion=retrieval.fusion.method if retrieval.retriever == "hybrid" else None)
+
+
+def _stored_passages(index: Path, passage_ids: list[str], searchers: _Searchers) -> dict[str, dict[str, Any]]:
+    """The title and text of each hit: from the Lucene index (which stores them) when it is there
+    and holds the same passages, else from the dataset's passages.jsonl the dense index names."""
+    if searchers.bm25 is None and (Path(index) / LUCENE_DIR / "manifest.json").exists():
+        lucene = load_lucene_manifest(index)
+        if lucene.get("passages_sha256") == searchers.passages_sha256:
+            searchers.bm25 = BM25Searcher(index)
+    if searchers.bm25 is not None:
+        return {passage_id: searchers.bm25.passage(passage_id) for passage_id in passage_ids}
+    manifest = searchers.dense.manifest
+    return _passages_from_file(Path(manifest["dataset"]) / "passages.jsonl", passage_ids, manifest["passages_sha256"])
+
+
+def _passages_from_file(path: Path, passage_ids: list[str], checksum: str) -> dict[str, dict[str, Any]]:
+    """Read the given passages from a passages file, which must be the one the index was built from."""
+    import hashlib
+
+    if not passage_ids:
+        return {}
+    if not path.exists():
+        raise MissingArtefactError(f"the dense index stores no passage texts and its dataset's {path} is gone; "
+                                   "build the Lucene index beside it (`corefsearch index DATASET --out INDEX`) "
+                                   "to show them")
+    wanted = set(passage_ids)
+    probes = [passage_id.encode() for passage_id in wanted]
+    found: dict[str, dict[str, Any]] = {}
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for line in handle:
+            digest.update(line)
+            if any(probe in line for probe in probes):
+                record = json.loads(line)
+                if record.get("id") in wanted:
+                    found[record["id"]] = {"id": record["id"], "title": record.get("title", ""),
+                                           "text": record.get("text", "")}
+    if digest.hexdigest() != checksum:
+        raise InputError(f"{path} changed since the dense index was built; rebuild the index (--overwrite)")
+    return found

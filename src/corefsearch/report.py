@@ -1,4 +1,4 @@
-"""Terminal output of ``build-dataset`` and ``query`` (rich tables)."""
+"""Terminal output of ``build-dataset``, ``index`` and ``query`` (rich tables)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from corefsearch.datasets.build import BuildSummary
+    from corefsearch.dense.indexing import DenseIndexSummary
     from corefsearch.pipeline import AdhocResult
+    from corefsearch.sparse.index import IndexSummary
 
 
 def print_build_summary(summary: BuildSummary, console: Console) -> None:
@@ -30,6 +32,35 @@ def print_build_summary(summary: BuildSummary, console: Console) -> None:
         console.print(f"{summary.mentions_dropped:,} mentions crossed a passage boundary and were left out.")
 
 
+def print_index_summary(summary: IndexSummary | DenseIndexSummary, console: Console) -> None:
+    from corefsearch.dense.indexing import DenseIndexSummary
+
+    if not isinstance(summary, DenseIndexSummary):
+        console.print(f"Indexed {summary.passages:,} passages into {summary.path} in {summary.seconds:.1f} s "
+                      f"({summary.passages_per_second:,.0f} passages/s)", markup=False)
+        return
+    if summary.merged_shards is not None:
+        console.print(f"Merged {summary.merged_shards} shards ({summary.passages:,} passages, "
+                      f"{summary.dimension}-d) into {summary.path} ({summary.faiss_type}) in {summary.seconds:.1f} s",
+                      markup=False)
+        return
+    resumed = f"; {summary.resumed:,} taken from an interrupted run" if summary.resumed else ""
+    speed = f" ({summary.passages_per_second:,.1f} passages/s)" if summary.encoded else ""
+    console.print(f"Encoded {summary.encoded:,} passages in {summary.encode_seconds:.1f} s{speed}{resumed}",
+                  markup=False)
+    if summary.shard is None:
+        console.print(f"Wrote {summary.path} ({summary.faiss_type}, {summary.passages:,} passages, "
+                      f"{summary.dimension}-d) in {summary.seconds:.1f} s", markup=False)
+        return
+    index, count = summary.shard
+    console.print(f"Wrote shard {index}/{count} ({summary.passages:,} passages) to {summary.path}; "
+                  f"{summary.shards_present} of {count} shards are complete", markup=False)
+    if summary.shards_present == count:
+        console.print(f"All shards are there: build the index with `corefsearch index DATASET --dense "
+                      f"--out {summary.path.parent.parent} --merge-shards {count} [--faiss flat|hnsw|ivfpq]`",
+                      markup=False)
+
+
 def highlight(text: str, spans: list[tuple[int, int]], style: str = "bold yellow") -> object:
     from rich.text import Text
 
@@ -48,15 +79,20 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
     note = (f" (occurrence at character {query.start}; it occurs {result.occurrences} times, "
             "choose with --occurrence)" if result.occurrences > 1 else "")
     console.print(f"Query mention: [bold]{escape(query.mention)}[/bold]{note}", highlight=False)
-    console.print(Text(f"BM25 query: {result.query_string}"))
+    if result.query_string is not None:
+        console.print(Text(f"BM25 query: {result.query_string}"))
+    if result.encoder is not None:
+        fusion = f", fused with BM25 by {result.fusion}" if result.fusion else ""
+        console.print(Text(f"Dense encoder: {result.encoder}{fusion}"))
     table = Table(show_lines=True)
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
     table.add_column("passage")
     table.add_column("title")
     table.add_column("text", ratio=1)
+    digits = 5 if result.fusion == "rrf" else 3  # reciprocal-rank scores are small
     for hit in result.hits:
-        table.add_row(str(hit.rank), f"{hit.score:.3f}", Text(hit.passage_id), Text(hit.title),
+        table.add_row(str(hit.rank), f"{hit.score:.{digits}f}", Text(hit.passage_id), Text(hit.title),
                       highlight(hit.text, hit.matched))  # type: ignore[arg-type]
     if not result.hits:
         console.print("No passage matches.")

@@ -1,0 +1,140 @@
+"""FAISS indexes of passage vectors: build, write, read, and the search-time settings.
+
+Scores are inner products (the bi-encoder is trained with dot products), so every index
+uses ``METRIC_INNER_PRODUCT``:
+
+- ``flat``: ``IndexFlatIP``, exact.
+- ``hnsw``: ``IndexHNSWFlat(d, 32, METRIC_INNER_PRODUCT)``, built with efConstruction 200
+  and searched with efSearch 128 (raised to k + 1 when k is larger).
+- ``ivfpq``: ``IndexIVFPQ`` over an inner-product coarse quantizer, nlist ≈ 4·√N clipped to
+  [1, N/39], m sub-quantizers (the largest of 64/48/32/16/8 that divides d and is at most
+  d/4), 8 bits each, trained on a seeded sample of the vectors; nprobe 32 at search time.
+
+The parameters are returned as a plain dict, which the dense index manifest records and
+:func:`configure_search` reads back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+FAISS_TYPES = ("flat", "hnsw", "ivfpq")
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 128
+IVFPQ_NBITS = 8
+IVFPQ_NPROBE = 32
+PQ_CANDIDATES = (64, 48, 32, 16, 8)
+# k-means wants at least 39 training points per centroid; 8-bit PQ has 256 centroids.
+MIN_POINTS_PER_CENTROID = 39
+IVFPQ_MIN_PASSAGES = MIN_POINTS_PER_CENTROID * 2 ** IVFPQ_NBITS
+
+
+def check_faiss_type(faiss_type: str) -> None:
+    if faiss_type not in FAISS_TYPES:
+        raise InputError(f"--faiss must be one of {', '.join(FAISS_TYPES)}, got {faiss_type!r}")
+
+
+def ivfpq_nlist(count: int) -> int:
+    """About 4·√N inverted lists, at most N/39 (so that each list trains on 39 points)."""
+    return max(1, min(round(4 * math.sqrt(count)), count // MIN_POINTS_PER_CENTROID))
+
+
+def pq_subquantizers(dimension: int) -> int:
+    """The largest of 64/48/32/16/8 that divides d and is at most d/4 (else the largest such divisor)."""
+    for m in PQ_CANDIDATES:
+        if dimension % m == 0 and m <= dimension / 4:
+            return m
+    return max(m for m in range(1, max(1, dimension // 4) + 1) if dimension % m == 0)
+
+
+def faiss_parameters(faiss_type: str, dimension: int, count: int) -> dict[str, Any]:
+    """The index parameters for ``count`` vectors of ``dimension``; a clear error when ivfpq cannot train."""
+    check_faiss_type(faiss_type)
+    if faiss_type == "flat":
+        return {"type": "flat", "class": "IndexFlatIP", "metric": "inner_product"}
+    if faiss_type == "hnsw":
+        return {"type": "hnsw", "class": "IndexHNSWFlat", "metric": "inner_product", "M": HNSW_M,
+                "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH}
+    if count < IVFPQ_MIN_PASSAGES:
+        raise InputError(f"--faiss ivfpq needs at least {IVFPQ_MIN_PASSAGES:,} passages to train its product "
+                         f"quantizer ({MIN_POINTS_PER_CENTROID} per each of its {2 ** IVFPQ_NBITS} centroids); "
+                         f"this dataset has {count:,}: use --faiss flat (exact, and fast at this size) or hnsw")
+    nlist = ivfpq_nlist(count)
+    return {"type": "ivfpq", "class": "IndexIVFPQ", "metric": "inner_product", "nlist": nlist,
+            "m": pq_subquantizers(dimension), "nbits": IVFPQ_NBITS, "nprobe": min(nlist, IVFPQ_NPROBE),
+            "training_sample": ivfpq_training_size(count, nlist)}
+
+
+def ivfpq_training_size(count: int, nlist: int) -> int:
+    """How many vectors train IVF-PQ: 40 per inverted list, at least 10,000 (all when fewer)."""
+    return min(count, max(40 * nlist, 10_000))
+
+
+def new_index(parameters: dict[str, Any], dimension: int) -> Any:
+    """An empty (untrained for ivfpq) index for these parameters."""
+    import faiss
+
+    kind = parameters["type"]
+    if kind == "flat":
+        return faiss.IndexFlatIP(dimension)
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dimension, parameters["M"], faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = parameters["efConstruction"]
+        return index
+    quantizer = faiss.IndexFlatIP(dimension)
+    # FAISS's Python wrapper keeps a reference to the quantizer for as long as the index lives.
+    return faiss.IndexIVFPQ(quantizer, dimension, parameters["nlist"], parameters["m"], parameters["nbits"],
+                            faiss.METRIC_INNER_PRODUCT)
+
+
+def build_index(parameters: dict[str, Any], dimension: int, count: int,
+                chunks: Callable[[], Any], sample: Callable[[int], np.ndarray]) -> Any:
+    """Build an index from ``chunks()`` (an iterable of float32 arrays, in row order).
+
+    ``sample(n)`` returns ``n`` rows chosen at random (seeded), to train ivfpq.
+    """
+    import numpy as np
+
+    index = new_index(parameters, dimension)
+    if not index.is_trained:
+        index.train(np.ascontiguousarray(sample(parameters["training_sample"]), dtype=np.float32))
+    added = 0
+    for vectors in chunks():
+        if len(vectors):
+            index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            added += len(vectors)
+    if added != count or index.ntotal != count:
+        raise InputError(f"the FAISS index holds {index.ntotal} vectors, expected {count}")
+    return index
+
+
+def write_index(index: Any, path: Path) -> None:
+    import faiss
+
+    faiss.write_index(index, str(path))
+
+
+def read_index(path: Path) -> Any:
+    import faiss
+
+    return faiss.read_index(str(path))
+
+
+def configure_search(index: Any, parameters: dict[str, Any], k: int) -> None:
+    """Set the search-time parameters the manifest records (efSearch, nprobe) for a top-``k`` search."""
+    import faiss
+
+    kind = parameters.get("type")
+    if kind == "hnsw":
+        faiss.downcast_index(index).hnsw.efSearch = max(int(parameters.get("efSearch", HNSW_EF_SEARCH)), k)
+    elif kind == "ivfpq":
+        faiss.extract_index_ivf(index).nprobe = int(parameters.get("nprobe", IVFPQ_NPROBE))

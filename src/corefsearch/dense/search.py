@@ -1,0 +1,129 @@
+"""Dense search over ``INDEX/dense``: encode the queries (mention marked when the model uses
+markers) with the retriever's query encoder and look up the top passages by inner product."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch.dense import faiss_index
+from corefsearch.dense.indexing import (
+    DENSE_DIR,
+    FAISS_FILE,
+    IDS_FILE,
+    load_dense_manifest,
+    load_encoder,
+    portable_reference,
+)
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.progress import track
+from corefsearch.schema import Query
+from corefsearch.sparse.search import Hit
+
+if TYPE_CHECKING:
+    from corefsearch.dense.model import BiEncoder
+
+
+class DenseSearcher:
+    """Top-k passages by dot product; every query's own passage is left out of its results.
+
+    The encoder defaults to the one the index manifest names; another one must have the
+    same passage fingerprint (the same passage encoder), or the vectors would not compare.
+    """
+
+    def __init__(self, index: Path, encoder_ref: str | BiEncoder | None = None, device: str = "auto",
+                 query_batch_size: int = 128) -> None:
+        self.index = Path(index)
+        self.manifest = load_dense_manifest(self.index)
+        recorded = self.manifest["encoder"]
+        folder = self.index / DENSE_DIR
+        for name in (FAISS_FILE, IDS_FILE):
+            if not (folder / name).exists():
+                raise MissingArtefactError(f"{folder / name} is missing; rebuild the dense index with "
+                                           f"`corefsearch index DATASET --dense --encoder {recorded['reference']} "
+                                           f"--out {self.index} --overwrite`")
+        try:
+            self.model = load_encoder(encoder_ref if encoder_ref is not None else recorded["reference"], device)
+        except MissingArtefactError as err:
+            if encoder_ref is not None:
+                raise
+            raise MissingArtefactError(f"the dense index {self.index} was built with encoder "
+                                       f"{recorded['reference']}, which cannot be loaded ({err}); pass the same "
+                                       "encoder with --encoder") from None
+        if self.model.passage_fingerprint() != recorded["passage_fingerprint"]:
+            given = (portable_reference(encoder_ref) if isinstance(encoder_ref, str) else self.model.reference)
+            raise InputError(f"the dense index {self.index} was built with encoder {recorded['reference']}, and "
+                             f"{given} encodes passages differently; search with --encoder "
+                             f"{recorded['reference']} or rebuild the index with `corefsearch index DATASET "
+                             f"--dense --encoder {given} --out {self.index} --overwrite`")
+        self.query_batch_size = query_batch_size
+        self.faiss = faiss_index.read_index(folder / FAISS_FILE)
+        with (folder / IDS_FILE).open(encoding="utf-8") as handle:
+            self.ids = [line.rstrip("\n") for line in handle]
+        if len(self.ids) != self.faiss.ntotal or len(self.ids) != self.manifest["passages"]:
+            raise InputError(f"{folder} is inconsistent: {self.faiss.ntotal} vectors, {len(self.ids)} ids, "
+                             f"{self.manifest['passages']} passages in the manifest; rebuild it with --overwrite")
+
+    @property
+    def num_passages(self) -> int:
+        return len(self.ids)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return dict(self.manifest["faiss"])
+
+    def encode(self, queries: Sequence[Query]) -> Any:
+        return self.model.query_encoder.encode_queries(list(queries), max_length=self.model.config.max_query_len,
+                                                       batch_size=self.query_batch_size)
+
+    def search_vectors(self, vectors: Any, k: int, exclude: Sequence[str | None]) -> list[list[Hit]]:
+        """The top ``k`` passages of each vector, the passage ``exclude[i]`` left out of row i."""
+        import numpy as np
+
+        if k < 1:
+            raise InputError(f"--k must be at least 1, got {k}")
+        depth = min(k + 1, len(self.ids))
+        faiss_index.configure_search(self.faiss, self.parameters, depth)
+        scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
+        results = []
+        for own, row_scores, row_ids in zip(exclude, scores, rows, strict=True):
+            hits = [Hit(self.ids[r], float(s)) for s, r in zip(row_scores, row_ids, strict=True) if r >= 0]
+            hits = [hit for hit in hits if hit.passage_id != own]
+            hits.sort(key=lambda hit: -hit.score)  # stable: FAISS's order among equal scores
+            results.append(hits[:k])
+        return results
+
+    def search_chunk(self, queries: Sequence[Query], k: int) -> dict[str, list[Hit]]:
+        """Search a list of queries (no progress bar); ``{query id: hits}``."""
+        if not queries:
+            return {}
+        vectors = self.encode(queries)
+        hits = self.search_vectors(vectors, k, [q.passage_id or None for q in queries])
+        return {query.id: query_hits for query, query_hits in zip(queries, hits, strict=True)}
+
+    def search(self, queries: Sequence[Query], k: int, batch_size: int = 256) -> Iterator[tuple[Query, list[Hit]]]:
+        """Search every query (in batches, under a progress bar), its own passage removed."""
+        if k < 1:
+            raise InputError(f"--k must be at least 1, got {k}")
+        starts = range(0, len(queries), batch_size)
+        for start in track(starts, "Searching (dense)", total=len(starts)):
+            chunk = queries[start:start + batch_size]
+            hits = self.search_chunk(chunk, k)
+            for query in chunk:
+                yield query, hits[query.id]
+
+    def search_one(self, query: Query, k: int, exclude: str | None = None) -> list[Hit]:
+        """One ad-hoc query; ``exclude`` (default: the query's own passage, if it has one) is left out."""
+        own = exclude if exclude is not None else (query.passage_id or None)
+        return self.search_vectors(self.encode([query]), k, [own])[0]
+
+
+def describe(searcher: DenseSearcher) -> dict[str, Any]:
+    """What a run's metadata records about the dense side."""
+    return {"encoder": searcher.manifest["encoder"]["reference"],
+            "query_encoder": portable_reference(str(searcher.model.reference)),
+            "passage_fingerprint": searcher.manifest["encoder"]["passage_fingerprint"],
+            "faiss": searcher.parameters, "device": searcher.model.query_encoder.device,
+            "passages_sha256": searcher.manifest["passages_sha256"]}
+

@@ -1,0 +1,652 @@
+"""Train the mention-aware DPR retriever (``corefsearch train retriever``).
+
+The method is the CoreSearch paper's (Eirew et al. 2022, §4; DESIGN.md §4): a query encoder
+and a passage encoder (or one shared encoder), the mention marked by boundary tokens, one
+example per training query and relevant passage, one BM25 hard negative per example
+(``examples.py``), NLL of the positive against the batch's passages with same-cluster
+passages masked out (``loss.py``), AdamW with linear warm-up and decay, gradient clipping at
+1.0, dropout as in the model config. After each epoch (and once before training, as epoch 0)
+the encoders are scored on the dev queries over the dev passages (exact dot-product search,
+MRR@10 and R@100 with trec_eval semantics, the query's own passage left out); the best
+epoch's encoders are kept.
+
+Resume and the atomic result fit together like this. Nothing is written to ``OUT`` while the
+run lasts: the run lives in the hidden sibling folder ``.OUT.training/`` (see
+``checkpoint.py``), which holds the options of the run, the mined hard negatives, the latest
+checkpoint (written at the end of every epoch, every ``checkpoint_every`` steps and on
+Ctrl-C) and the best encoders so far. Rerunning the same command finds that folder and, when
+its options, dataset and index are the same, resumes from the checkpoint: it regenerates the
+interrupted epoch's examples (a function of seed and epoch), skips the batches already done
+and restores the optimizer, scheduler and random states, so the run ends after the same total
+number of steps as an uninterrupted one. At the end the final model is assembled in a
+temporary folder beside ``OUT`` and renamed to ``OUT`` in one step; then ``.OUT.training/``
+is removed. Hence ``OUT`` existing means the run finished; retraining it needs ``--overwrite``
+(which also discards a leftover run with other options instead of refusing to touch it).
+
+Output: ``OUT/query_encoder/``, ``OUT/passage_encoder/`` (Hugging Face folders, tokenizer with
+the markers), ``OUT/corefsearch_retriever.json``, ``OUT/training_args.json`` (all options, the
+dataset and index, checksums, versions, counts) and ``OUT/dev_curve.json``
+(``[{"epoch", "step", "loss", "MRR@10", "R@100", "seconds"}]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import platform
+import random
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch import __version__
+from corefsearch.datasets.dataset import Dataset
+from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, RUN_FILE, WorkDir, rng_state, set_rng_state
+from corefsearch.dense.encoder import POOLINGS, resolve_device
+from corefsearch.dense.examples import (
+    StoredPassage,
+    TrainingExample,
+    batches,
+    epoch_examples,
+    examples_per_epoch,
+    layout_batch,
+    mine_hard_negatives,
+    read_relevant,
+)
+from corefsearch.dense.loss import in_batch_nll
+from corefsearch.dense.model import BiEncoder, RetrieverConfig
+from corefsearch.errors import InputError
+from corefsearch.io import atomic_directory, atomic_file, sha256_file
+from corefsearch.progress import progress_enabled
+from corefsearch.schema import Query
+
+if TYPE_CHECKING:
+    import torch
+    from rich.console import Console
+
+TRAINING_ARGS_FILE = "training_args.json"
+DEV_CURVE_FILE = "dev_curve.json"
+DEV_METRICS = ("MRR@10", "R@100")
+SELECTION_METRIC = "MRR@10"
+EVAL_BATCH_SIZE = 64
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class RetrieverTrainingArguments:
+    """Every option of ``corefsearch train retriever`` with its default."""
+
+    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    shared_encoder: bool = False
+    markers: bool = True
+    pooling: str = "cls"
+    epochs: int = 5
+    batch_size: int = 16
+    lr: float = 1e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    max_query_len: int = 64
+    max_passage_len: int = 180
+    hard_negatives: int = 20
+    positives_per_query: int | None = None  # None: every relevant passage (the paper)
+    seed: int = 13
+    max_steps: int | None = None
+    device: str = "auto"
+    dev_max_queries: int | None = 500  # None: every dev query
+
+    def validate(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise InputError(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        positive = {"--epochs": self.epochs, "--batch-size": self.batch_size}
+        for option, value in positive.items():
+            if value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
+        optional = {"--positives-per-query": self.positives_per_query, "--max-steps": self.max_steps,
+                    "dev_max_queries": self.dev_max_queries}
+        for option, value in optional.items():
+            if value is not None and value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
+        if not self.lr > 0:
+            raise InputError(f"--lr must be positive, got {self.lr}")
+        if self.weight_decay < 0:
+            raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
+        if not 0 <= self.warmup < 1:
+            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
+        if self.hard_negatives < 0:
+            raise InputError(f"--hard-negatives must not be negative, got {self.hard_negatives}")
+        self.retriever_config().validate()
+
+    def retriever_config(self) -> RetrieverConfig:
+        return RetrieverConfig(shared_encoder=self.shared_encoder, max_query_len=self.max_query_len,
+                               max_passage_len=self.max_passage_len, pooling=self.pooling, markers=self.markers)
+
+
+@dataclass
+class TrainingSummary:
+    out: Path
+    device: str
+    train_queries: int
+    examples_per_epoch: int
+    steps_per_epoch: int
+    total_steps: int
+    steps_run: int  # in this invocation
+    train_seconds: float  # the training steps of this invocation (no evaluation, no checkpoints)
+    resumed_from_step: int | None
+    best_epoch: int | None
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return self.train_seconds / self.steps_run if self.steps_run else None
+
+
+@dataclass
+class DevSet:
+    queries: list[Query]
+    qrels: dict[str, dict[str, int]]
+    passage_ids: list[str]
+    titles: list[str]
+    texts: list[str]
+
+
+def _default_log(message: str) -> None:
+    if progress_enabled():
+        from rich.console import Console
+
+        Console(stderr=True, highlight=False).print(message, markup=False)
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArguments | None = None,
+                    index: Path | None = None, *, overwrite: bool = False, checkpoint_every: int = 500,
+                    log: Log | None = None,
+                    on_step: Callable[[int, float], None] | None = None) -> TrainingSummary:
+    """Train a retriever on ``dataset_dir`` (train split; dev for selection) into ``out``.
+
+    ``index`` is a Lucene index of the dataset (``corefsearch index``) for BM25 hard
+    negatives. ``checkpoint_every`` steps (0: only at epoch ends) a checkpoint is written;
+    ``on_step(step, loss)`` is called after every optimizer step. See the module docstring for
+    how an interrupted run resumes.
+    """
+    import torch
+
+    args = args or RetrieverTrainingArguments()
+    args.validate()
+    if checkpoint_every < 0:
+        raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
+    log = log or _default_log
+    out = Path(out)
+    dataset = Dataset(dataset_dir)
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
+    device = resolve_device(args.device)
+    if index is not None:
+        from corefsearch.sparse.index import check_index_matches_dataset
+
+        check_index_matches_dataset(Path(index), Path(dataset_dir))
+
+    # --- data ---------------------------------------------------------------------------------
+    train_queries = dataset.queries("train") if dataset.queries_path("train").exists() else []
+    relevant = read_relevant(dataset.qrels_path("train")) if dataset.qrels_path("train").exists() else {}
+    train_queries = [q for q in train_queries if relevant.get(q.id)]
+    if not train_queries:
+        raise InputError(f"{dataset.root} has no training queries with relevant passages "
+                         f"({dataset.queries_path('train')}, {dataset.qrels_path('train')})")
+    work = WorkDir(out)
+    run_record = _run_record(args, dataset, index)
+    _claim_work_dir(work, run_record, overwrite, log)
+    mined = _hard_negative_candidates(work, train_queries, relevant, args, index, log)
+    dev_queries, dev_relevant = _dev_queries(dataset, args)
+    needed = {pid for pids in relevant.values() for pid in pids} | {pid for pids in mined.values() for pid in pids}
+    store, splits, dev = _read_passages(dataset, needed, dev_queries, dev_relevant)
+    # Hard negatives come from the training collection only (the index may also hold dev and test).
+    hard_negatives = {qid: [pid for pid in pids if splits.get(pid, "") in ("train", None)][:args.hard_negatives]
+                      for qid, pids in mined.items()}
+    missing = sorted(needed - set(store))
+    if missing:
+        raise InputError(f"the qrels of {dataset.root} name passages that are not in passages.jsonl "
+                         f"(e.g. {missing[0]})")
+    if dev is None:
+        log("No dev queries: dev evaluation is skipped and the last epoch is kept.")
+
+    n_examples = examples_per_epoch(train_queries, relevant, args.positives_per_query)
+    steps_per_epoch = math.ceil(n_examples / args.batch_size)
+    total_steps = steps_per_epoch * args.epochs
+    if args.max_steps is not None and args.max_steps < total_steps:
+        total_steps = args.max_steps
+        log(f"--max-steps {args.max_steps}: training stops after {total_steps} of "
+            f"{steps_per_epoch * args.epochs} steps ({steps_per_epoch} per epoch).")
+    clusters = {pid: passage.clusters for pid, passage in store.items()}
+
+    # --- model and optimizer -----------------------------------------------------------------------
+    _seed_everything(args.seed)
+    model = BiEncoder.from_base(args.base_model, args.retriever_config(), device)
+    encoders = _unique_encoders(model)
+    optimizer = _optimizer(encoders, args)
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)
+
+    state: dict[str, Any] = {"epoch": 1, "step_in_epoch": 0, "global_step": 0, "loss_sum": 0.0,
+                             "loss_count": 0, "dev_curve": [], "best_epoch": None, "best_score": None}
+    resumed_from: int | None = None
+    if work.has_checkpoint():
+        checkpoint = work.load_checkpoint()
+        for encoder, weights in zip(encoders, checkpoint["models"], strict=True):
+            encoder.model.load_state_dict(weights)
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        set_rng_state(checkpoint["rng"])
+        state = checkpoint["progress"]
+        resumed_from = state["global_step"]
+        log(f"Resuming the interrupted run in {work.path} from step {resumed_from:,} of {total_steps:,} "
+            f"(epoch {state['epoch']}, batch {state['step_in_epoch']:,} of {steps_per_epoch:,}).")
+
+    def save_checkpoint() -> None:
+        work.save_checkpoint({"models": [_weights(e) for e in encoders], "optimizer": optimizer.state_dict(),
+                              "scheduler": scheduler.state_dict(), "rng": rng_state(), "progress": dict(state)})
+
+    if dev is not None and not state["dev_curve"]:
+        metrics = evaluate_dev(model, dev, args)
+        state["dev_curve"].append({"epoch": 0, "step": 0, "loss": None, **metrics, "seconds": 0.0})
+        log(f"Before training: dev {_metrics_text(metrics)}.")
+
+    # --- training ------------------------------------------------------------------------------------
+    steps_run, train_seconds = 0, 0.0
+    last_saved = state["global_step"]
+    updating = False
+    recent: deque[float] = deque(maxlen=50)
+    for encoder in encoders:
+        encoder.model.train()
+    try:
+        with _TrainingProgress(total_steps, state["global_step"]) as progress:
+            while state["epoch"] <= args.epochs:
+                if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
+                    break
+                epoch = state["epoch"]
+                epoch_started = time.perf_counter()
+                examples = epoch_examples(train_queries, relevant, hard_negatives, args.positives_per_query,
+                                          args.seed, epoch)
+                for batch in batches(examples, args.batch_size)[state["step_in_epoch"]:]:
+                    if state["global_step"] >= total_steps:
+                        break
+                    started = time.perf_counter()
+                    loss = _batch_loss(model, batch, relevant, clusters, store, args)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_([p for e in encoders for p in e.model.parameters()], 1.0)
+                    updating = True
+                    optimizer.step()
+                    scheduler.step()
+                    state["global_step"] += 1
+                    state["step_in_epoch"] += 1
+                    value = float(loss.detach())
+                    state["loss_sum"] += value
+                    state["loss_count"] += 1
+                    updating = False
+                    train_seconds += time.perf_counter() - started
+                    steps_run += 1
+                    recent.append(value)
+                    progress.advance(epoch, args.epochs, sum(recent) / len(recent))
+                    if on_step is not None:
+                        on_step(state["global_step"], value)
+                    if checkpoint_every and state["global_step"] % checkpoint_every == 0:
+                        save_checkpoint()
+                        last_saved = state["global_step"]
+                # End of the epoch (or of --max-steps inside it): evaluate, keep the best, checkpoint.
+                mean_loss = state["loss_sum"] / state["loss_count"] if state["loss_count"] else None
+                entry: dict[str, Any] = {"epoch": epoch, "step": state["global_step"], "loss": mean_loss}
+                if dev is not None:
+                    metrics = evaluate_dev(model, dev, args)
+                    for encoder in encoders:
+                        encoder.model.train()
+                    entry.update(metrics)
+                    score = metrics[SELECTION_METRIC]
+                    if state["best_score"] is None or score > state["best_score"]:
+                        state["best_score"], state["best_epoch"] = score, epoch
+                        work.save_best({"models": [_weights(e) for e in encoders]})
+                else:
+                    state["best_epoch"] = epoch
+                entry["seconds"] = round(time.perf_counter() - epoch_started, 3)
+                state["dev_curve"].append(entry)
+                log(f"Epoch {epoch}: loss {_number(mean_loss)}"
+                    + (f", dev {_metrics_text(entry)}" if dev is not None else "")
+                    + (" (best so far)" if state["best_epoch"] == epoch and dev is not None else "") + ".")
+                state.update(epoch=epoch + 1, step_in_epoch=0, loss_sum=0.0, loss_count=0)
+                save_checkpoint()
+                last_saved = state["global_step"]
+    except KeyboardInterrupt:
+        if not updating and state["global_step"] > last_saved:
+            save_checkpoint()
+            last_saved = state["global_step"]
+        if work.has_checkpoint():
+            log(f"Interrupted: a checkpoint at step {last_saved:,} is in {work.path}; rerun the same command "
+                "to resume.")
+        raise
+
+    # --- the result ----------------------------------------------------------------------------------
+    best = work.load_best() if dev is not None else None
+    if best is not None:
+        for encoder, weights in zip(encoders, best["models"], strict=True):
+            encoder.model.load_state_dict(weights)
+    trained = [e for e in state["dev_curve"] if e["epoch"] > 0]
+    if dev is not None and trained and state["dev_curve"][0]["epoch"] == 0:
+        baseline = state["dev_curve"][0][SELECTION_METRIC]
+        if state["best_score"] is not None and state["best_score"] < baseline:
+            log(f"warning: the best trained epoch scores dev {SELECTION_METRIC} {state['best_score']:.4f}, "
+                f"below the untrained model's {baseline:.4f}")
+    summary = TrainingSummary(out=out, device=device, train_queries=len(train_queries),
+                              examples_per_epoch=n_examples, steps_per_epoch=steps_per_epoch,
+                              total_steps=total_steps, steps_run=steps_run, train_seconds=train_seconds,
+                              resumed_from_step=resumed_from, best_epoch=state["best_epoch"],
+                              dev_curve=state["dev_curve"])
+    record = {**run_record, "device": device, "checkpoint_every": checkpoint_every,
+              "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "counts": {"train_queries": len(train_queries),
+                         "queries_with_hard_negatives": sum(1 for pids in hard_negatives.values() if pids),
+                         "examples_per_epoch": n_examples, "steps_per_epoch": steps_per_epoch,
+                         "total_steps": total_steps,
+                         "dev_queries": len(dev.queries) if dev else 0,
+                         "dev_passages": len(dev.passage_ids) if dev else 0},
+              "best_epoch": state["best_epoch"], "selection_metric": SELECTION_METRIC if dev else None}
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        model.save(tmp)
+        _write_json(tmp / TRAINING_ARGS_FILE, record)
+        _write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+    work.remove()
+    return summary
+
+
+# --- pieces of the run -------------------------------------------------------------------------------
+
+
+def _run_record(args: RetrieverTrainingArguments, dataset: Dataset, index: Path | None) -> dict[str, Any]:
+    """What identifies a run: a checkpoint is resumed only when this is the same."""
+    import torch
+    import transformers
+
+    options = asdict(args)
+    options.pop("device")
+    checksums = dataset.manifest.get("checksums", {})
+    passages_sha = checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path)
+    qrels_path = dataset.qrels_path("train")
+    qrels_sha = checksums.get("qrels/train.txt") or (
+        "sha256:" + sha256_file(qrels_path) if qrels_path.exists() else None)
+    return {
+        "kind": "corefsearch-retriever-training",
+        "options": options,
+        "dataset": str(dataset.root.resolve()),
+        "passages_sha256": passages_sha,
+        "train_qrels_sha256": qrels_sha,
+        "index": str(Path(index).resolve()) if index is not None else None,
+        "versions": {"corefsearch": __version__, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "python": platform.python_version()},
+    }
+
+
+def _claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: Log) -> None:
+    """Create the working folder, or check that a leftover one belongs to this same run."""
+    if work.exists():
+        previous = work.read_json(RUN_FILE)
+        same = previous is not None and {k: v for k, v in previous.items() if k != "versions"} == {
+            k: v for k, v in record.items() if k != "versions"}
+        if not same:
+            if not overwrite:
+                differing = _differences(previous or {}, record)
+                raise InputError(f"{work.path} holds an interrupted training run with other settings "
+                                 f"({differing}); rerun with those settings to resume it, or add --overwrite "
+                                 "to discard it")
+            log(f"Discarding the interrupted run in {work.path} (other settings; --overwrite).")
+            work.remove()
+        elif not work.has_checkpoint():
+            log(f"Found {work.path} from an interrupted run without a checkpoint; starting from the beginning.")
+    work.create()
+    work.write_json(RUN_FILE, record)
+
+
+def _differences(previous: dict[str, Any], record: dict[str, Any]) -> str:
+    names = [f"--{k.replace('_', '-')}" for k in record["options"]
+             if previous.get("options", {}).get(k) != record["options"][k]]
+    names += [k for k in ("dataset", "passages_sha256", "train_qrels_sha256", "index")
+              if previous.get(k) != record.get(k)]
+    return ", ".join(names) or "unreadable run.json"
+
+
+def _hard_negative_candidates(work: WorkDir, queries: Sequence[Query], relevant: dict[str, list[str]],
+                              args: RetrieverTrainingArguments, index: Path | None, log: Log) -> dict[str, list[str]]:
+    """BM25 candidates per query (not relevant, deeper than needed), mined once and kept in the work dir."""
+    if args.hard_negatives == 0:
+        return {}
+    if index is None:
+        log("No --index: no BM25 hard negatives, in-batch negatives only.")
+        return {}
+    saved = work.read_json(HARD_NEGATIVES_FILE)
+    if isinstance(saved, dict):
+        return saved
+    from corefsearch.sparse.search import BM25Options, BM25Searcher
+
+    mined = mine_hard_negatives(queries, relevant, BM25Searcher(Path(index), BM25Options()), args.hard_negatives)
+    work.write_json(HARD_NEGATIVES_FILE, mined)
+    return mined
+
+
+def _dev_queries(dataset: Dataset, args: RetrieverTrainingArguments) -> tuple[list[Query], dict[str, list[str]]]:
+    if not (dataset.queries_path("dev").exists() and dataset.qrels_path("dev").exists()):
+        return [], {}
+    relevant = read_relevant(dataset.qrels_path("dev"))
+    queries = [q for q in dataset.queries("dev") if relevant.get(q.id)]
+    if args.dev_max_queries is not None and len(queries) > args.dev_max_queries:
+        chosen = set(random.Random(args.seed).sample(range(len(queries)), args.dev_max_queries))
+        queries = [q for i, q in enumerate(queries) if i in chosen]
+    return queries, {q.id: relevant[q.id] for q in queries}
+
+
+def _read_passages(dataset: Dataset, needed: set[str], dev_queries: list[Query],
+                   dev_relevant: dict[str, list[str]]) -> tuple[dict[str, StoredPassage], dict[str, str | None],
+                                                                DevSet | None]:
+    """One streaming pass: the training passages, their splits, and the dev collection
+    (passages of split "dev"; every passage when the passages carry no split)."""
+    store: dict[str, StoredPassage] = {}
+    splits: dict[str, str | None] = {}
+    # Candidates for the dev collection: passages of split "dev", and split-less passages in case
+    # no passage carries a split (then all of them are the collection).
+    dev_split: list[tuple[str, str, str]] = []
+    no_split: list[tuple[str, str, str]] = []
+    any_split = False
+    for passage in dataset.passages():
+        any_split = any_split or passage.split is not None
+        if passage.id in needed:
+            store[passage.id] = StoredPassage(passage.title, passage.text,
+                                              frozenset(m.cluster_id for m in passage.mentions))
+            splits[passage.id] = passage.split
+        if dev_queries and passage.split == "dev":
+            dev_split.append((passage.id, passage.title, passage.text))
+        elif dev_queries and passage.split is None and not any_split:
+            no_split.append((passage.id, passage.title, passage.text))
+    if not dev_queries:
+        return store, splits, None
+    collection = dev_split if any_split else no_split
+    qrels = {qid: dict.fromkeys(pids, 1) for qid, pids in dev_relevant.items()}
+    return store, splits, DevSet(dev_queries, qrels, [p[0] for p in collection], [p[1] for p in collection],
+                                 [p[2] for p in collection])
+
+
+def _seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _unique_encoders(model: BiEncoder) -> list[Any]:
+    if model.query_encoder is model.passage_encoder:
+        return [model.query_encoder]
+    return [model.query_encoder, model.passage_encoder]
+
+
+def _optimizer(encoders: Sequence[Any], args: RetrieverTrainingArguments) -> torch.optim.Optimizer:
+    """AdamW; no weight decay on biases and LayerNorm weights (the one-dimensional parameters)."""
+    import torch
+
+    seen: set[int] = set()
+    decay, no_decay = [], []
+    for encoder in encoders:
+        for parameter in encoder.model.parameters():
+            if not parameter.requires_grad or id(parameter) in seen:
+                continue
+            seen.add(id(parameter))
+            (decay if parameter.ndim >= 2 else no_decay).append(parameter)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+
+
+def _weights(encoder: Any) -> dict[str, Any]:
+    return {name: tensor.detach().cpu() for name, tensor in encoder.model.state_dict().items()}
+
+
+def _batch_loss(model: BiEncoder, batch: Sequence[TrainingExample], relevant: dict[str, list[str]],
+                clusters: dict[str, frozenset[str]], store: dict[str, StoredPassage],
+                args: RetrieverTrainingArguments) -> torch.Tensor:
+    import torch
+
+    layout = layout_batch(batch, relevant, clusters)
+    query_inputs = model.query_encoder.query_batch([e.query for e in batch], args.max_query_len)
+    passage_inputs = model.passage_encoder.passage_batch([store[pid].title for pid in layout.passage_ids],
+                                                         [store[pid].text for pid in layout.passage_ids],
+                                                         args.max_passage_len)
+    query_vectors = model.query_encoder.forward(query_inputs)
+    passage_vectors = model.passage_encoder.forward(passage_inputs)
+    positive = torch.tensor(layout.positive_index, dtype=torch.long, device=query_vectors.device)
+    mask = torch.tensor(layout.mask, dtype=torch.bool, device=query_vectors.device)
+    return in_batch_nll(query_vectors, passage_vectors, positive, mask)
+
+
+# --- dev evaluation --------------------------------------------------------------------------------
+
+
+def evaluate_dev(model: BiEncoder, dev: DevSet, args: RetrieverTrainingArguments) -> dict[str, float]:
+    """MRR@10 and R@100 (trec_eval semantics) of exact dot-product search over the dev passages."""
+    from corefsearch.evaluate import evaluate_run
+
+    passages = model.passage_encoder.encode_passages(dev.titles, dev.texts, args.max_passage_len,
+                                                     batch_size=EVAL_BATCH_SIZE, description="Dev passages")
+    queries = model.query_encoder.encode_queries(dev.queries, args.max_query_len, batch_size=EVAL_BATCH_SIZE,
+                                                 description="Dev queries")
+    run = exact_search(queries, passages, dev.passage_ids, [q.passage_id for q in dev.queries], k=100)
+    scored = {q.id: hits for q, hits in zip(dev.queries, run, strict=True)}
+    evaluation = evaluate_run(scored, dev.qrels, definition="trec", name="dev")
+    return {metric: round(evaluation.aggregate[metric], 6) for metric in DEV_METRICS}
+
+
+def exact_search(query_vectors: Any, passage_vectors: Any, passage_ids: Sequence[str],
+                 exclude: Sequence[str | None], k: int, chunk: int = 256) -> list[dict[str, float]]:
+    """Top-``k`` passages by dot product for each query, its ``exclude`` passage left out."""
+    import torch
+
+    passages = torch.from_numpy(passage_vectors)
+    position = {pid: i for i, pid in enumerate(passage_ids)}
+    k = min(k, len(passage_ids))
+    results: list[dict[str, float]] = []
+    for start in range(0, len(query_vectors), chunk):
+        scores = torch.from_numpy(query_vectors[start:start + chunk]) @ passages.T
+        for row, own in enumerate(exclude[start:start + chunk]):
+            if own in position:
+                scores[row, position[own]] = float("-inf")
+        values, indices = scores.topk(k, dim=1)
+        for row_values, row_indices in zip(values.tolist(), indices.tolist(), strict=True):
+            results.append({passage_ids[i]: v for v, i in zip(row_values, row_indices, strict=True)
+                            if v != float("-inf")})
+    return results
+
+
+# --- output -------------------------------------------------------------------------------------------
+
+
+def _write_json(path: Path, value: Any) -> None:
+    with atomic_file(path) as handle:
+        json.dump(value, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def _metrics_text(metrics: dict[str, Any]) -> str:
+    return ", ".join(f"{m} {_number(metrics.get(m))}" for m in DEV_METRICS)
+
+
+def print_training_summary(summary: TrainingSummary, console: Console) -> None:
+    """The dev curve as a table, then where the model went and how fast it trained."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if summary.dev_curve:
+        table = Table(title=Text(f"Retriever {summary.out}"))
+        for column in ("epoch", "step", "loss", *DEV_METRICS, "seconds"):
+            table.add_column(column, justify="right")
+        for entry in summary.dev_curve:
+            best = entry["epoch"] == summary.best_epoch
+            cells = [str(entry["epoch"]) + (" *" if best else ""), f"{entry['step']:,}", _number(entry.get("loss")),
+                     *(_number(entry.get(m)) for m in DEV_METRICS), f"{entry.get('seconds', 0):.0f}"]
+            table.add_row(*cells)
+        console.print(table)
+    speed = (f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else "")
+    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
+    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
+    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_queries:,} queries "
+                       f"({summary.examples_per_epoch:,} examples per epoch){speed}. Kept {kept}; "
+                       f"wrote {summary.out}."))
+
+
+# --- progress ------------------------------------------------------------------------------------------
+
+
+class _TrainingProgress(contextlib.AbstractContextManager["_TrainingProgress"]):
+    """A rich progress bar over the training steps with the running loss; silent when quiet."""
+
+    def __init__(self, total: int, completed: int) -> None:
+        self.total, self.completed = total, completed
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _TrainingProgress:
+        if progress_enabled() and sys.stderr is not None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                                      console=Console(stderr=True), transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task("Training", total=self.total, completed=self.completed)
+        return self
+
+    def advance(self, epoch: int, epochs: int, running_loss: float) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1,
+                                  description=f"Training, epoch {epoch}/{epochs}, loss {running_loss:.4f}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)  # type: ignore[arg-type]
+
