@@ -164,15 +164,21 @@ def _dataset_of(queries_path: Path) -> Path | None:
     return candidate if (candidate / "manifest.json").exists() and (candidate / "passages.jsonl").exists() else None
 
 
-def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
-                  options: BM25Options | None = None, retrieval: RetrievalOptions | None = None) -> SearchSummary:
-    """Search every query of ``queries_path`` and write the TREC run ``out`` atomically."""
+def _checked_options(options: BM25Options | None, retrieval: RetrievalOptions | None,
+                     k: int) -> tuple[BM25Options, RetrievalOptions]:
     options = options or BM25Options()
     retrieval = retrieval or RetrievalOptions()
     retrieval.validate()
     options.validate()
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")
+    return options, retrieval
+
+
+def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
+                  options: BM25Options | None = None, retrieval: RetrievalOptions | None = None) -> SearchSummary:
+    """Search every query of ``queries_path`` and write the TREC run ``out`` atomically."""
+    options, retrieval = _checked_options(options, retrieval, k)
     if not Path(queries_path).is_file():
         raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
                                    "DATASET/queries/{train,dev,test}.jsonl, written by `corefsearch build-dataset "
@@ -288,12 +294,7 @@ def matched_spans(text: str, query_string: str) -> list[tuple[int, int]]:
 def adhoc_query(index: Path, mention: str, context: str | None = None, occurrence: int | None = None,
                 k: int = 10, options: BM25Options | None = None,
                 retrieval: RetrievalOptions | None = None) -> AdhocResult:
-    options = options or BM25Options()
-    retrieval = retrieval or RetrievalOptions()
-    retrieval.validate()
-    options.validate()
-    if k < 1:
-        raise InputError(f"--k must be at least 1, got {k}")
+    options, retrieval = _checked_options(options, retrieval, k)
     query = adhoc_query_record(mention, context, occurrence)
     occurrences = len(re.findall(re.escape(mention), query.text))
     _check_indexes(index, retrieval)

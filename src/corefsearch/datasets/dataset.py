@@ -66,3 +66,11 @@ def read_queries(path: Path) -> list[Query]:
         seen.add(query.id)
         queries.append(query)
     return queries
+
+
+def check_built_from(dataset_dir: Path, passages_sha256: str | None, what: str, rebuild: str) -> None:
+    """Fail clearly when ``what`` (an index) was built from other passages than the dataset's."""
+    recorded = Dataset(dataset_dir).manifest.get("checksums", {}).get("passages.jsonl", "").removeprefix("sha256:")
+    if recorded and recorded != passages_sha256:
+        raise InputError(f"{what} was built from other passages than the dataset {dataset_dir}; "
+                         f"rebuild it with `{rebuild}`")

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
-from corefsearch.datasets.dataset import Dataset
+from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.dense import faiss_index
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io import atomic_directory, atomic_file
@@ -573,9 +573,6 @@ def load_dense_manifest(index: Path) -> dict[str, Any]:
 def check_dense_index_matches_dataset(index: Path, dataset_dir: Path) -> None:
     """Fail clearly when the dense index was built from other passages than the dataset's."""
     manifest = load_dense_manifest(index)
-    dataset = Dataset(dataset_dir)
-    recorded = dataset.manifest.get("checksums", {}).get("passages.jsonl", "").removeprefix("sha256:")
-    if recorded and recorded != manifest.get("passages_sha256"):
-        raise InputError(f"the dense index {index} was built from other passages than the dataset {dataset_dir}; "
-                         f"rebuild it with `corefsearch index {dataset_dir} --dense --encoder "
-                         f"{manifest['encoder']['reference']} --out {index} --overwrite`")
+    check_built_from(dataset_dir, manifest.get("passages_sha256"), f"the dense index {index}",
+                     f"corefsearch index {dataset_dir} --dense --encoder {manifest['encoder']['reference']} "
+                     f"--out {index} --overwrite")

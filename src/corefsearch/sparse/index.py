@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch import __version__
-from corefsearch.datasets.dataset import Dataset
+from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io import atomic_directory, atomic_file, sha256_file
 from corefsearch.progress import track
@@ -108,9 +108,5 @@ def load_lucene_manifest(index: Path) -> dict[str, Any]:
 
 def check_index_matches_dataset(index: Path, dataset_dir: Path) -> None:
     """Fail clearly when the index was built from other passages than the dataset's."""
-    manifest = load_lucene_manifest(index)
-    dataset = Dataset(dataset_dir)
-    recorded = dataset.manifest.get("checksums", {}).get("passages.jsonl", "").removeprefix("sha256:")
-    if recorded and recorded != manifest.get("passages_sha256"):
-        raise InputError(f"the index {index} was built from other passages than the dataset {dataset_dir}; "
-                         f"rebuild it with `corefsearch index {dataset_dir} --out {index} --overwrite`")
+    check_built_from(dataset_dir, load_lucene_manifest(index).get("passages_sha256"), f"the index {index}",
+                     f"corefsearch index {dataset_dir} --out {index} --overwrite")
