@@ -169,7 +169,8 @@ class TextEncoder:
     def query_input_ids(self, text: str, start: int, end: int, max_length: int) -> list[int]:
         """Token ids ``[CLS] … [M] mention [/M] … [SEP]``: a window of at most ``max_length``
         tokens grown evenly around the mention (markers only when the config has them)."""
-        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        # The whole text is tokenized before the window is cut: no "longer than the maximum" warning.
+        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         ids, offsets = encoding["input_ids"], encoding["offset_mapping"]
         inside = [i for i, (s, e) in enumerate(offsets) if s < end and e > start and e > s]
         if not inside:
