@@ -63,7 +63,7 @@ from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
 from corefsearch.io import atomic_directory, atomic_file, sha256_file
-from corefsearch.progress import progress_enabled
+from corefsearch.progress import new_progress, progress_enabled
 from corefsearch.schema import Query
 
 if TYPE_CHECKING:
@@ -623,20 +623,7 @@ class _TrainingProgress(contextlib.AbstractContextManager["_TrainingProgress"]):
 
     def __enter__(self) -> _TrainingProgress:
         if progress_enabled() and sys.stderr is not None:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                                      console=Console(stderr=True), transient=True)
+            self._progress = new_progress()
             self._progress.__enter__()
             self._task = self._progress.add_task("Training", total=self.total, completed=self.completed)
         return self
