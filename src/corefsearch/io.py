@@ -110,6 +110,13 @@ def write_jsonl(path: Path, records: Iterable[Any]) -> int:
     return count
 
 
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as indented JSON, atomically."""
+    with atomic_file(path) as handle:
+        json.dump(value, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+
+
 def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with Path(path).open("rb") as handle:

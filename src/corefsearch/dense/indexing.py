@@ -43,7 +43,7 @@ from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.dense import faiss_index
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import atomic_directory, atomic_file
+from corefsearch.io import atomic_directory, atomic_file, write_json
 from corefsearch.progress import track
 
 if TYPE_CHECKING:
@@ -147,12 +147,6 @@ def versions() -> dict[str, str]:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, record: dict[str, Any]) -> None:
-    with atomic_file(path) as handle:
-        json.dump(record, handle, indent=2)
-        handle.write("\n")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -268,7 +262,7 @@ def _open_partial(partial: Path, expected: dict[str, Any]) -> None:
                       stacklevel=3)
         shutil.rmtree(partial)
     (partial / "chunks").mkdir(parents=True)
-    _write_json(partial / MANIFEST, expected)
+    write_json(partial / MANIFEST, expected)
 
 
 # --- encoding -------------------------------------------------------------------------------
@@ -426,7 +420,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
         _concatenate(files, last - first, dimension, tmp / VECTORS_FILE)
         with atomic_file(tmp / IDS_FILE) as handle:
             handle.writelines(f"{passage_id}\n" for passage_id in files.ids())
-        _write_json(tmp / MANIFEST, {"kind": SHARD_KIND, **common, "shard": list(shard), "rows": [first, last],
+        write_json(tmp / MANIFEST, {"kind": SHARD_KIND, **common, "shard": list(shard), "rows": [first, last],
                                      "encoding": encoding, "created": _now(), "versions": versions(),
                                      "seconds": round(time.perf_counter() - started, 3)})
     shutil.rmtree(partial, ignore_errors=True)
@@ -469,7 +463,7 @@ def _write_dense_index(target: Path, files: VectorFiles, count: int, parameters:
                 n_ids += 1
         if n_ids != count:
             raise InputError(f"expected {count} passage ids, found {n_ids}")
-        _write_json(tmp / MANIFEST, {"kind": DENSE_KIND, **fields, "faiss": parameters,
+        write_json(tmp / MANIFEST, {"kind": DENSE_KIND, **fields, "faiss": parameters,
                                      "faiss_seconds": round(time.perf_counter() - built, 3),
                                      "created": _now(), "versions": versions(),
                                      "seconds": round(time.perf_counter() - started, 3)})

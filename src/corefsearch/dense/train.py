@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import math
 import platform
 import random
@@ -62,7 +61,7 @@ from corefsearch.dense.examples import (
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
-from corefsearch.io import atomic_directory, atomic_file, sha256_file
+from corefsearch.io import atomic_directory, sha256_file, write_json
 from corefsearch.progress import new_progress, progress_enabled
 from corefsearch.schema import Query
 
@@ -360,8 +359,8 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
               "best_epoch": state["best_epoch"], "selection_metric": SELECTION_METRIC if dev else None}
     with atomic_directory(out, overwrite=overwrite) as tmp:
         model.save(tmp)
-        _write_json(tmp / TRAINING_ARGS_FILE, record)
-        _write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+        write_json(tmp / TRAINING_ARGS_FILE, record)
+        write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
     work.remove()
     return summary
 
@@ -571,12 +570,6 @@ def exact_search(query_vectors: Any, passage_vectors: Any, passage_ids: Sequence
 
 
 # --- output -------------------------------------------------------------------------------------------
-
-
-def _write_json(path: Path, value: Any) -> None:
-    with atomic_file(path) as handle:
-        json.dump(value, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
 
 
 def _number(value: float | None) -> str:
