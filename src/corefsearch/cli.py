@@ -126,7 +126,18 @@ SearchEncoderOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
 FusionOption = Annotated[str, typer.Option(help="Hybrid: rrf (reciprocal rank, k=60) | interpolate.")]
 AlphaOption = Annotated[float, typer.Option(
     help="Hybrid --fusion interpolate: alpha·dense + (1-alpha)·BM25 on min-max normalised scores.")]
-DeviceOption = Annotated[str, typer.Option(help="Dense: auto | cpu | cuda.")]
+DeviceOption = Annotated[str, typer.Option(help="Dense and reader: auto | cpu | cuda.")]
+ReaderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
+    help="Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.")]
+RerankOption = Annotated[int, typer.Option(help="With --reader: re-rank the top N retrieved passages.")]
+
+
+def _reader(reader: Path | None, rerank_k: int, device: str) -> Any:
+    if reader is None:
+        return None
+    from corefsearch.pipeline import ReaderOptions
+
+    return ReaderOptions(reader, rerank_k, device=device)
 
 
 def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str) -> Any:
@@ -186,6 +197,10 @@ def search_command(
     fusion: FusionOption = "rrf",
     alpha: AlphaOption = 0.5,
     device: DeviceOption = "auto",
+    reader: ReaderOption = None,
+    rerank_k: RerankOption = 50,
+    spans_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="With --reader: the spans JSONL to write (default: OUT.spans.jsonl).")] = None,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out)."""
     from corefsearch.pipeline import search_to_run
@@ -193,7 +208,8 @@ def search_command(
 
     summary = search_to_run(index, queries, out, k=k,
                             options=BM25Options(query_format=query_format, rm3=rm3, threads=threads),
-                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device))
+                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
+                            reader=_reader(reader, rerank_k, device), spans_out=spans_out)
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
                   markup=False)
@@ -217,6 +233,8 @@ def query_command(
     fusion: FusionOption = "rrf",
     alpha: AlphaOption = 0.5,
     device: DeviceOption = "auto",
+    reader: ReaderOption = None,
+    rerank_k: RerankOption = 50,
 ) -> None:
     """Ask one ad-hoc question: where else is this mention's event mentioned?"""
     from corefsearch.pipeline import adhoc_query
@@ -225,7 +243,8 @@ def query_command(
 
     result = adhoc_query(index, mention, context, occurrence, k=k,
                          options=BM25Options(query_format=query_format, rm3=rm3, threads=1),
-                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device))
+                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
+                         reader=_reader(reader, rerank_k, device))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -242,13 +261,21 @@ def evaluate_command(
     per_query: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="Write per-query values to this CSV.")] = None,
     output_format: Annotated[str, typer.Option(help="table | json")] = "table",
+    spans: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+        help="A reader's RUN.spans.jsonl, one per run in the same order: adds EM and F1 (SQuAD v1.1) "
+             "over the relevant re-ranked passages; needs --dataset.")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="With --spans: the dataset directory whose passages and queries the spans point into.")] = None,
 ) -> None:
-    """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels)."""
+    """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels).
+
+    With --spans and --dataset also the reader's EM and F1.
+    """
     from corefsearch.evaluate import evaluate_files, render_table, to_json, write_per_query_csv
 
     if output_format not in ("table", "json"):
         raise CorefSearchError(f"--output-format must be table or json, got {output_format!r}")
-    evaluations = evaluate_files(runs, qrels, definition=definition)
+    evaluations = evaluate_files(runs, qrels, definition=definition, spans_paths=spans, dataset=dataset)
     for evaluation in evaluations:
         for message in evaluation.warnings:
             err_console.print(f"[yellow]warning:[/yellow] {escape(f'{evaluation.name}: {message}')}",
@@ -311,6 +338,57 @@ def train_retriever_command(
                               checkpoint_every=checkpoint_every,
                               log=lambda message: err_console.print(message, markup=False, highlight=False))
     print_training_summary(summary, console)
+
+
+@train_app.command("reader")
+@user_errors
+def train_reader_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train; dev selects).")],
+    run: Annotated[Path, typer.Option(
+        "--run", help="TREC run of the train (and dev) queries from `corefsearch search`, any retriever.")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    head: Annotated[str, typer.Option(help="dpr (start/end + passage selection) | integrated (coreference).")
+                    ] = "integrated",
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    markers: Annotated[bool, typer.Option(help="Boundary tokens around the query mention.")] = True,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Queries per optimizer step.")] = 4,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 2e-5,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.01,
+    warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
+    negatives: Annotated[int, typer.Option(help="Retrieved non-relevant passages per query.")] = 23,
+    negatives_from: Annotated[int, typer.Option(
+        help="Draw the negatives (and the positive) from the run's top N.")] = 50,
+    max_length: Annotated[int, typer.Option(help="Tokens per [query ; passage] input.")] = 256,
+    max_query_len: Annotated[int, typer.Option(help="Query window in tokens, grown around the mention.")] = 64,
+    doc_stride: Annotated[int, typer.Option(help="Tokens between the starts of a long passage's windows.")] = 128,
+    max_span_len: Annotated[int, typer.Option(help="Longest span (tokens) extracted at inference.")] = 10,
+    hidden: Annotated[int, typer.Option(help="Integrated head: hidden units of its FFNNs.")] = 128,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
+    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Stop after N optimizer steps in all.")] = None,
+    max_train_queries: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Train on a seeded sample of N train queries (default: all in the run).")] = None,
+    dev_max_queries: Annotated[int, typer.Option(help="Dev queries re-ranked after each epoch.")] = 200,
+    dev_rerank_k: Annotated[int, typer.Option(help="Dev: re-rank the run's top N.")] = 50,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    checkpoint_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
+    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+) -> None:
+    """Train a reader that re-ranks retrieved passages and marks the coreferring span; resumable."""
+    from corefsearch.reader.train import ReaderTrainingArguments, print_reader_summary, train_reader
+
+    args = ReaderTrainingArguments(
+        head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr,
+        weight_decay=weight_decay, warmup=warmup, negatives=negatives, negatives_from=negatives_from,
+        max_length=max_length, max_query_len=max_query_len, doc_stride=doc_stride, max_span_len=max_span_len,
+        hidden=hidden, seed=seed, max_steps=max_steps, max_train_queries=max_train_queries, device=device,
+        dev_max_queries=dev_max_queries, dev_rerank_k=dev_rerank_k)
+    summary = train_reader(dataset, run, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                           log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_reader_summary(summary, console)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,47 @@ class RetrievalOptions:
         return self.retriever in ("dense", "hybrid")
 
 
+@dataclass
+class ReaderOptions:
+    """``--reader MODEL_DIR --rerank-k N``: re-rank the top N retrieved passages and mark spans."""
+
+    model: Path
+    rerank_k: int = 50
+    batch_size: int = 32  # windows per forward pass
+    device: str = "auto"
+
+    def validate(self) -> None:
+        if self.rerank_k < 1:
+            raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        if self.batch_size < 1:
+            raise InputError(f"reader batch size must be at least 1, got {self.batch_size}")
+
+    def load(self) -> Any:
+        from corefsearch.reader.read import Reader
+
+        return Reader.load(Path(self.model), self.device, self.batch_size)
+
+
+def spans_path_for(run_path: Path) -> Path:
+    """Where a run's spans go by default: ``RUN.spans.jsonl`` beside ``RUN``."""
+    return Path(run_path).with_name(Path(run_path).name + ".spans.jsonl")
+
+
+def rerank_hits(reader: Any, query: Query, hits: list[Any], texts: dict[str, dict[str, Any]],
+                rerank_k: int) -> tuple[list[Any], list[Any]]:
+    """The top ``rerank_k`` hits in the reader's order with the reader's scores, then the rest in
+    the retriever's order with scores below them (a TREC run is ordered by score); and the
+    reader's hits (spans) of the re-ranked ones."""
+    from corefsearch.sparse.search import Hit
+
+    head, tail = hits[:rerank_k], hits[rerank_k:]
+    read = reader.read(query, [(h.passage_id, texts[h.passage_id]["text"]) for h in head])
+    ranked = [Hit(r.passage_id, r.score) for r in read]
+    floor = min((r.score for r in read), default=0.0)
+    ranked += [Hit(h.passage_id, floor - 1.0 - i) for i, h in enumerate(tail)]
+    return ranked, read
+
+
 def _check_indexes(index: Path, retrieval: RetrievalOptions) -> None:
     """Fail before any work when an index the retriever needs is missing (and say what to run)."""
     from corefsearch.dense.indexing import load_dense_manifest
@@ -176,9 +217,16 @@ def _checked_options(options: BM25Options | None, retrieval: RetrievalOptions | 
 
 
 def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
-                  options: BM25Options | None = None, retrieval: RetrievalOptions | None = None) -> SearchSummary:
-    """Search every query of ``queries_path`` and write the TREC run ``out`` atomically."""
+                  options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
+                  reader: ReaderOptions | None = None, spans_out: Path | None = None) -> SearchSummary:
+    """Search every query of ``queries_path`` and write the TREC run ``out`` atomically; with a
+    ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
+    ``spans_out`` (default ``OUT.spans.jsonl``)."""
     options, retrieval = _checked_options(options, retrieval, k)
+    if reader is not None:
+        reader.validate()
+    elif spans_out is not None:
+        raise InputError("--spans-out names the spans file of --reader: add --reader MODEL_DIR")
     if not Path(queries_path).is_file():
         raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
                                    "DATASET/queries/{train,dev,test}.jsonl, written by `corefsearch build-dataset "
@@ -198,11 +246,35 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     searchers = _searchers(index, options, retrieval)
     if "fusion" in searchers.fields:
         searchers.fields["fusion"]["depth"] = k  # each retriever's list, before fusing
+    loaded_reader = reader.load() if reader is not None else None
     started = time.perf_counter()
-    rows = write_run(out, run_rows(searchers.main.search(queries, k), searchers.tag))
+    results = searchers.main.search(queries, k)
+    tag = searchers.tag
+    if loaded_reader is not None and reader is not None:
+        from corefsearch.io import write_jsonl
+        from corefsearch.progress import track
+
+        retrieved = list(results)
+        texts = _stored_passages(index, sorted({h.passage_id for _, hits in retrieved
+                                                for h in hits[:reader.rerank_k]}), searchers)
+        reranked, span_records = [], []
+        reading = time.perf_counter()
+        for query, hits in track(retrieved, "Re-ranking"):
+            ranked, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k)
+            reranked.append((query, ranked))
+            span_records.extend(hit.to_json(query.id) for hit in read)
+        tag = f"{tag}+reader-{loaded_reader.config.head}"
+        spans_file = Path(spans_out) if spans_out is not None else spans_path_for(out)
+        write_jsonl(spans_file, span_records)  # before the run: a run with --reader always has its spans
+        searchers.fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
+                                      "head": loaded_reader.config.head, "markers": loaded_reader.config.markers,
+                                      "spans": str(spans_file.resolve()),
+                                      "seconds": round(time.perf_counter() - reading, 3)}
+        results = iter(reranked)
+    rows = write_run(out, run_rows(results, tag))
     summary = SearchSummary(len(queries), rows, time.perf_counter() - started, Path(out))
     write_run_metadata(run_metadata_path(out), {
-        **searchers.fields, "k": k, "tag": searchers.tag,
+        **searchers.fields, "k": k, "tag": tag,
         "index": str(Path(index).resolve()), "passages_sha256": searchers.passages_sha256,
         "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
         "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
@@ -246,10 +318,15 @@ class AdhocHit:
     title: str
     text: str
     matched: list[tuple[int, int]] = field(default_factory=list)
+    span: tuple[int, int] | None = None  # the reader's coreferring span (characters of text)
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "score": self.score, "passage_id": self.passage_id, "title": self.title,
-                "text": self.text, "matched": [list(span) for span in self.matched]}
+        record = {"rank": self.rank, "score": self.score, "passage_id": self.passage_id, "title": self.title,
+                  "text": self.text, "matched": [list(span) for span in self.matched]}
+        if self.span is not None:
+            start, end = self.span
+            record["span"] = {"start": start, "end": end, "text": self.text[start:end]}
+        return record
 
 
 @dataclass
@@ -261,12 +338,13 @@ class AdhocResult:
     retriever: str = "bm25"
     encoder: str | None = None  # the dense encoder's reference (dense, hybrid)
     fusion: str | None = None  # rrf | interpolate (hybrid)
+    reader: str | None = None  # the reader's folder (--reader)
 
     def to_json(self) -> dict[str, Any]:
         return {"query": {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
                           "context": self.query.text, "bm25_query": self.query_string},
                 "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
-                "hits": [hit.to_json() for hit in self.hits]}
+                "reader": self.reader, "hits": [hit.to_json() for hit in self.hits]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -293,29 +371,43 @@ def matched_spans(text: str, query_string: str) -> list[tuple[int, int]]:
 
 def adhoc_query(index: Path, mention: str, context: str | None = None, occurrence: int | None = None,
                 k: int = 10, options: BM25Options | None = None,
-                retrieval: RetrievalOptions | None = None) -> AdhocResult:
+                retrieval: RetrievalOptions | None = None, reader: ReaderOptions | None = None) -> AdhocResult:
+    """The top ``k`` passages for one mention; with a ``reader``, the retriever's top
+    ``reader.rerank_k`` re-ranked, each with its coreferring span."""
     options, retrieval = _checked_options(options, retrieval, k)
+    if reader is not None:
+        reader.validate()
     query = adhoc_query_record(mention, context, occurrence)
     occurrences = len(re.findall(re.escape(mention), query.text))
     _check_indexes(index, retrieval)
+    loaded_reader = reader.load() if reader is not None else None
     searchers = _searchers(index, options, retrieval)
     query_string = formulate([query], options.query_format)[0] if retrieval.uses_bm25 else None
+    depth = max(k, reader.rerank_k) if reader is not None else k
     if searchers.hybrid is not None:
-        hits = searchers.hybrid.search_one(query, query_string, k)
+        hits = searchers.hybrid.search_one(query, query_string, depth)
     elif searchers.dense is not None:
-        hits = searchers.dense.search_one(query, k)
+        hits = searchers.dense.search_one(query, depth)
     else:
-        hits = searchers.bm25.search_one(query_string, k)  # type: ignore[union-attr]
+        hits = searchers.bm25.search_one(query_string, depth)  # type: ignore[union-attr]
+    spans: dict[str, tuple[int, int]] = {}
+    if loaded_reader is not None and reader is not None:
+        texts = _stored_passages(index, [hit.passage_id for hit in hits[:reader.rerank_k]], searchers)
+        hits, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k)
+        spans = {r.passage_id: (r.start, r.end) for r in read}
+    hits = hits[:k]
     stored = _stored_passages(index, [hit.passage_id for hit in hits], searchers)
     results = []
     for rank, hit in enumerate(hits, start=1):
         passage = stored[hit.passage_id]
         # Matched-term highlighting is BM25's (also in hybrid); dense scores match no terms.
         matched = matched_spans(passage["text"], query_string) if query_string is not None else []
-        results.append(AdhocHit(rank, hit.score, hit.passage_id, passage["title"], passage["text"], matched))
+        results.append(AdhocHit(rank, hit.score, hit.passage_id, passage["title"], passage["text"], matched,
+                                spans.get(hit.passage_id)))
     encoder = searchers.dense.manifest["encoder"]["reference"] if searchers.dense is not None else None
     return AdhocResult(query, query_string, occurrences, results, retriever=retrieval.retriever, encoder=encoder,
-                       fusion=retrieval.fusion.method if retrieval.retriever == "hybrid" else None)
+                       fusion=retrieval.fusion.method if retrieval.retriever == "hybrid" else None,
+                       reader=str(reader.model) if reader is not None else None)
 
 
 def _stored_passages(index: Path, passage_ids: list[str], searchers: _Searchers) -> dict[str, dict[str, Any]]:

@@ -84,16 +84,22 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
     if result.encoder is not None:
         fusion = f", fused with BM25 by {result.fusion}" if result.fusion else ""
         console.print(Text(f"Dense encoder: {result.encoder}{fusion}"))
+    if result.reader is not None:
+        console.print(Text(f"Reader: {result.reader} (scores are the reader's; the coreferring span is "
+                           "underlined)"))
     table = Table(show_lines=True)
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
     table.add_column("passage")
     table.add_column("title")
     table.add_column("text", ratio=1)
-    digits = 5 if result.fusion == "rrf" else 3  # reciprocal-rank scores are small
+    digits = 5 if result.fusion == "rrf" and result.reader is None else 3  # reciprocal-rank scores are small
     for hit in result.hits:
+        text = highlight(hit.text, hit.matched)
+        if hit.span is not None:
+            text.stylize("bold underline magenta", *hit.span)  # type: ignore[attr-defined]
         table.add_row(str(hit.rank), f"{hit.score:.{digits}f}", Text(hit.passage_id), Text(hit.title),
-                      highlight(hit.text, hit.matched))  # type: ignore[arg-type]
+                      text)  # type: ignore[arg-type]
     if not result.hits:
         console.print("No passage matches.")
     else:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.progress import track
+from corefsearch.windows import query_window
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,6 +93,25 @@ def _load_offline(loader: Any, reference: str, **kwargs: Any) -> Any:
         raise MissingArtefactError(f"cannot load the model {reference!r}: {str(err).splitlines()[0]}") from None
 
 
+def add_marker_tokens(tokenizer: Any, model: Any) -> tuple[int, int]:
+    """Add the mention boundary tokens to a tokenizer (once) and rows for them to the model's
+    embeddings; their ids."""
+    missing = [t for t in (MENTION_START, MENTION_END) if t not in tokenizer.get_vocab()]
+    if missing:
+        from transformers import AddedToken
+        from transformers.utils import logging as hf_logging
+
+        # Special: never split, never lower-cased, kept whole by the tokenizer when saved.
+        tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing], special_tokens=True)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the note about how new rows are initialised
+        try:
+            model.resize_token_embeddings(len(tokenizer))
+        finally:
+            hf_logging.set_verbosity(verbosity)
+    return tokenizer.convert_tokens_to_ids(MENTION_START), tokenizer.convert_tokens_to_ids(MENTION_END)
+
+
 class TextEncoder:
     """One transformer encoder with its tokenizer, pooling and (optionally) mention markers."""
 
@@ -145,50 +165,18 @@ class TextEncoder:
         raise InputError(f"cannot tell where {type(self.tokenizer).__name__} puts its special tokens")
 
     def _add_markers(self) -> None:
-        vocab = self.tokenizer.get_vocab()
-        missing = [t for t in (MENTION_START, MENTION_END) if t not in vocab]
-        if missing:
-            from transformers import AddedToken
-
-            # Special: never split, never lower-cased, kept whole by the tokenizer when saved.
-            self.tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing],
-                                      special_tokens=True)
-            from transformers.utils import logging as hf_logging
-
-            verbosity = hf_logging.get_verbosity()
-            hf_logging.set_verbosity_error()  # the note about how new rows are initialised
-            try:
-                self.model.resize_token_embeddings(len(self.tokenizer))
-            finally:
-                hf_logging.set_verbosity(verbosity)
-        self.marker_ids = (self.tokenizer.convert_tokens_to_ids(MENTION_START),
-                           self.tokenizer.convert_tokens_to_ids(MENTION_END))
+        self.marker_ids = add_marker_tokens(self.tokenizer, self.model)
 
     # --- inputs -----------------------------------------------------------------------------
 
     def query_input_ids(self, text: str, start: int, end: int, max_length: int) -> list[int]:
         """Token ids ``[CLS] … [M] mention [/M] … [SEP]``: a window of at most ``max_length``
         tokens grown evenly around the mention (markers only when the config has them)."""
-        # The whole text is tokenized before the window is cut: no "longer than the maximum" warning.
-        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        ids, offsets = encoding["input_ids"], encoding["offset_mapping"]
-        inside = [i for i, (s, e) in enumerate(offsets) if s < end and e > start and e > s]
-        if not inside:
-            raise InputError(f"the mention at characters [{start}, {end}) has no tokens")
-        first, last = inside[0], inside[-1] + 1
-        budget = max_length - 2 - (2 if self.config.markers else 0)
-        if last - first >= budget:
-            last = first + max(1, budget)
-        room = budget - (last - first)
-        left = min(first, room // 2)
-        right = min(len(ids) - last, room - left)
-        left = min(first, room - right)
-        mention = ids[first:last]
-        if self.config.markers:
-            mention = [self.marker_ids[0], *mention, self.marker_ids[1]]
-        body = ids[first - left:first] + mention + ids[last:last + right]
+        budget = max_length - len(self._special_wrap[0]) - len(self._special_wrap[1])
+        window = query_window(self.tokenizer, text, start, end, budget,
+                              self.marker_ids if self.config.markers else None)
         prefix, suffix = self._special_wrap
-        return prefix + body + suffix
+        return prefix + window.ids + suffix
 
     def query_batch(self, queries: Sequence[Query], max_length: int) -> dict[str, torch.Tensor]:
         sequences = [self.query_input_ids(q.text, q.start, q.end, max_length) for q in queries]

@@ -31,12 +31,10 @@ dataset and index, checksums, versions, counts) and ``OUT/dev_curve.json``
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import math
 import platform
 import random
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -46,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, RUN_FILE, WorkDir, rng_state, set_rng_state
+from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, WorkDir, rng_state, set_rng_state
 from corefsearch.dense.encoder import POOLINGS, resolve_device
 from corefsearch.dense.examples import (
     StoredPassage,
@@ -62,8 +60,8 @@ from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
 from corefsearch.io import atomic_directory, sha256_file, write_json
-from corefsearch.progress import new_progress, progress_enabled
 from corefsearch.schema import Query
+from corefsearch.training import Log, TrainingProgress, adamw, claim_work_dir, default_log, seed_everything
 
 if TYPE_CHECKING:
     import torch
@@ -75,7 +73,6 @@ DEV_METRICS = ("MRR@10", "R@100")
 SELECTION_METRIC = "MRR@10"
 EVAL_BATCH_SIZE = 64
 
-Log = Callable[[str], None]
 
 
 @dataclass
@@ -155,13 +152,6 @@ class DevSet:
     texts: list[str]
 
 
-def _default_log(message: str) -> None:
-    if progress_enabled():
-        from rich.console import Console
-
-        Console(stderr=True, highlight=False).print(message, markup=False)
-
-
 # --- the run ---------------------------------------------------------------------------------------
 
 
@@ -182,7 +172,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     args.validate()
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
-    log = log or _default_log
+    log = log or default_log
     out = Path(out)
     dataset = Dataset(dataset_dir)
     if out.exists() and not overwrite:
@@ -202,7 +192,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
                          f"({dataset.queries_path('train')}, {dataset.qrels_path('train')})")
     work = WorkDir(out)
     run_record = _run_record(args, dataset, index)
-    _claim_work_dir(work, run_record, overwrite, log)
+    claim_work_dir(work, run_record, overwrite, log)
     mined = _hard_negative_candidates(work, train_queries, relevant, args, index, log)
     dev_queries, dev_relevant = _dev_queries(dataset, args)
     needed = {pid for pids in relevant.values() for pid in pids} | {pid for pids in mined.values() for pid in pids}
@@ -227,10 +217,10 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     clusters = {pid: passage.clusters for pid, passage in store.items()}
 
     # --- model and optimizer -----------------------------------------------------------------------
-    _seed_everything(args.seed)
+    seed_everything(args.seed)
     model = BiEncoder.from_base(args.base_model, args.retriever_config(), device)
     encoders = _unique_encoders(model)
-    optimizer = _optimizer(encoders, args)
+    optimizer = adamw([e.model for e in encoders], args.lr, args.weight_decay)
     from transformers import get_linear_schedule_with_warmup
 
     scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)
@@ -267,7 +257,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     for encoder in encoders:
         encoder.model.train()
     try:
-        with _TrainingProgress(total_steps, state["global_step"]) as progress:
+        with TrainingProgress(total_steps, state["global_step"]) as progress:
             while state["epoch"] <= args.epochs:
                 if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
                     break
@@ -392,34 +382,6 @@ def _run_record(args: RetrieverTrainingArguments, dataset: Dataset, index: Path 
     }
 
 
-def _claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: Log) -> None:
-    """Create the working folder, or check that a leftover one belongs to this same run."""
-    if work.exists():
-        previous = work.read_json(RUN_FILE)
-        same = previous is not None and {k: v for k, v in previous.items() if k != "versions"} == {
-            k: v for k, v in record.items() if k != "versions"}
-        if not same:
-            if not overwrite:
-                differing = _differences(previous or {}, record)
-                raise InputError(f"{work.path} holds an interrupted training run with other settings "
-                                 f"({differing}); rerun with those settings to resume it, or add --overwrite "
-                                 "to discard it")
-            log(f"Discarding the interrupted run in {work.path} (other settings; --overwrite).")
-            work.remove()
-        elif not work.has_checkpoint():
-            log(f"Found {work.path} from an interrupted run without a checkpoint; starting from the beginning.")
-    work.create()
-    work.write_json(RUN_FILE, record)
-
-
-def _differences(previous: dict[str, Any], record: dict[str, Any]) -> str:
-    names = [f"--{k.replace('_', '-')}" for k in record["options"]
-             if previous.get("options", {}).get(k) != record["options"][k]]
-    names += [k for k in ("dataset", "passages_sha256", "train_qrels_sha256", "index")
-              if previous.get(k) != record.get(k)]
-    return ", ".join(names) or "unreadable run.json"
-
-
 def _hard_negative_candidates(work: WorkDir, queries: Sequence[Query], relevant: dict[str, list[str]],
                               args: RetrieverTrainingArguments, index: Path | None, log: Log) -> dict[str, list[str]]:
     """BM25 candidates per query (not relevant, deeper than needed), mined once and kept in the work dir."""
@@ -479,35 +441,10 @@ def _read_passages(dataset: Dataset, needed: set[str], dev_queries: list[Query],
                                  [p[2] for p in collection])
 
 
-def _seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def _unique_encoders(model: BiEncoder) -> list[Any]:
     if model.query_encoder is model.passage_encoder:
         return [model.query_encoder]
     return [model.query_encoder, model.passage_encoder]
-
-
-def _optimizer(encoders: Sequence[Any], args: RetrieverTrainingArguments) -> torch.optim.Optimizer:
-    """AdamW; no weight decay on biases and LayerNorm weights (the one-dimensional parameters)."""
-    import torch
-
-    seen: set[int] = set()
-    decay, no_decay = [], []
-    for encoder in encoders:
-        for parameter in encoder.model.parameters():
-            if not parameter.requires_grad or id(parameter) in seen:
-                continue
-            seen.add(id(parameter))
-            (decay if parameter.ndim >= 2 else no_decay).append(parameter)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
 
 
 def _weights(encoder: Any) -> dict[str, Any]:
@@ -601,32 +538,3 @@ def print_training_summary(summary: TrainingSummary, console: Console) -> None:
     console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_queries:,} queries "
                        f"({summary.examples_per_epoch:,} examples per epoch){speed}. Kept {kept}; "
                        f"wrote {summary.out}."))
-
-
-# --- progress ------------------------------------------------------------------------------------------
-
-
-class _TrainingProgress(contextlib.AbstractContextManager["_TrainingProgress"]):
-    """A rich progress bar over the training steps with the running loss; silent when quiet."""
-
-    def __init__(self, total: int, completed: int) -> None:
-        self.total, self.completed = total, completed
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _TrainingProgress:
-        if progress_enabled() and sys.stderr is not None:
-            self._progress = new_progress()
-            self._progress.__enter__()
-            self._task = self._progress.add_task("Training", total=self.total, completed=self.completed)
-        return self
-
-    def advance(self, epoch: int, epochs: int, running_loss: float) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1,
-                                  description=f"Training, epoch {epoch}/{epochs}, loss {running_loss:.4f}")
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)  # type: ignore[arg-type]
-

@@ -9,6 +9,8 @@ Two definitions (DESIGN.md §4), never mixed silently:
   mAP@k, but R@k is micro-averaged over queries.
 
 Relevance ≤ 0 is non-relevant; −1 means "unjudged" for infAP and non-relevant elsewhere.
+
+A reader's spans file can add EM and F1 (SQuAD v1.1, see ``spans.py``) to a run's metrics.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
+from corefsearch.evaluate.spans import SPAN_METRICS, SpanScores, score_spans
 from corefsearch.io import read_qrels, read_run
 
 Run = Mapping[str, Mapping[str, float]]
@@ -28,7 +32,7 @@ DEFINITIONS: tuple[str, ...] = ("trec", "coresearch")
 METRICS: tuple[str, ...] = ("MRR@10", "mAP@10", "mAP@50", "R@10", "R@50", "R@100", "R@500")
 INFAP = "infAP"
 # Every metric that can appear, in table order.
-ALL_METRICS: tuple[str, ...] = (*METRICS, INFAP)
+ALL_METRICS: tuple[str, ...] = (*METRICS, INFAP, *SPAN_METRICS)
 UNJUDGED = -1
 
 # Our (paper) metric names -> ir-measures names (trec_eval: recip_rank cut at 10, map_cut_k,
@@ -55,6 +59,11 @@ class Evaluation:
     ``per_query`` maps qid -> metric -> value for every qrels query (under ``"coresearch"``
     the per-query R@k is the query's own ratio while the aggregate R@k is micro-averaged).
     ``warnings`` are for the user (missing or extra queries); the CLI prints them.
+
+    With spans, ``aggregate`` also holds EM and F1 (means over the ``n_span_pairs`` scored
+    pairs) and ``per_query`` holds them for the queries with a scored pair only (a query
+    without one has no span value, rather than a 0 that would blame the reader for retrieval).
+    ``n_span_pairs`` is None without spans.
     """
 
     name: str
@@ -63,6 +72,7 @@ class Evaluation:
     per_query: dict[str, dict[str, float]]
     n_queries: int
     warnings: list[str] = field(default_factory=list)
+    n_span_pairs: int | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -116,7 +126,8 @@ def trec_per_query(run: Run, qrels: Qrels, metrics: Sequence[str]) -> dict[str, 
     return per_query
 
 
-def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "run") -> Evaluation:
+def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "run",
+                 spans: SpanScores | None = None) -> Evaluation:
     """Score ``run`` ({qid: {doc: score}}) against ``qrels`` ({qid: {doc: relevance}}).
 
     Every qrels query is evaluated (``n_queries == len(qrels)``). A qrels query that the run
@@ -125,6 +136,7 @@ def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "
     means; it is reported in ``warnings`` with a count. Run queries absent from the qrels
     are ignored, also with a warning. ``infAP`` is added when any qrels relevance is −1.
     Under ``"coresearch"``, infAP (which the paper does not use) is trec_eval's.
+    ``spans`` (from ``score_spans``) adds EM and F1 and their warnings.
 
     Raises ``InputError`` for an unknown definition or empty qrels.
     """
@@ -164,8 +176,21 @@ def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "
                 values[INFAP] = infap[qid][INFAP]
             aggregate[INFAP] = _mean([values[INFAP] for values in infap.values()])
 
-    return Evaluation(name=name, definition=definition, aggregate=aggregate, per_query=per_query,
-                      n_queries=len(qrels), warnings=warnings)
+    evaluation = Evaluation(name=name, definition=definition, aggregate=aggregate, per_query=per_query,
+                            n_queries=len(qrels), warnings=warnings)
+    if spans is not None:
+        add_span_scores(evaluation, spans)
+    return evaluation
+
+
+def add_span_scores(evaluation: Evaluation, spans: SpanScores) -> None:
+    """Put EM and F1 into ``evaluation`` (aggregate, per query where scored) with the span warnings."""
+    evaluation.aggregate.update(spans.aggregate)
+    for qid, values in spans.per_query.items():
+        # scored pairs are relevant in the qrels, so their queries are qrels queries
+        evaluation.per_query.setdefault(qid, {}).update(values)
+    evaluation.n_span_pairs = spans.n_pairs
+    evaluation.warnings.extend(spans.warnings)
 
 
 def _stem(path: Path) -> str:
@@ -195,9 +220,31 @@ def run_names(run_paths: Sequence[Path]) -> list[str]:
     return unique
 
 
-def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str = "trec") -> list[Evaluation]:
-    """Evaluate each TREC run file against one qrels file (read once), in the order given."""
+def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str = "trec",
+                   spans_paths: Sequence[Path] | None = None, dataset: Path | None = None) -> list[Evaluation]:
+    """Evaluate each TREC run file against one qrels file (read once), in the order given.
+
+    ``spans_paths`` (one reader spans file per run, same order) adds EM and F1, which need the
+    ``dataset`` directory the spans' offsets point into. Raises ``InputError`` when the counts
+    differ or the dataset is missing.
+    """
     check_definition(definition)
+    spans_paths = list(spans_paths or [])
+    if spans_paths and len(spans_paths) != len(run_paths):
+        raise InputError(f"give one spans file per run, in the same order: {len(run_paths)} run(s) but "
+                         f"{len(spans_paths)} spans file(s)")
+    if spans_paths and dataset is None:
+        raise InputError("span evaluation (--spans) needs the dataset the spans point into (--dataset DATASET)")
+    if dataset is not None and not spans_paths:
+        raise InputError("a dataset (--dataset) is only used to evaluate spans; add --spans RUN.spans.jsonl")
+    # opened first, so that a wrong directory fails before any run is read
+    data = Dataset(Path(dataset)) if dataset is not None else None
     qrels = read_qrels(Path(qrels_path))
-    return [evaluate_run(read_run(Path(path)), qrels, definition, name)
-            for path, name in zip(run_paths, run_names(run_paths), strict=True)]
+    evaluations = []
+    for position, (path, name) in enumerate(zip(run_paths, run_names(run_paths), strict=True)):
+        run = read_run(Path(path))
+        spans = None
+        if data is not None:
+            spans = score_spans(Path(spans_paths[position]), data, qrels, run)
+        evaluations.append(evaluate_run(run, qrels, definition, name, spans=spans))
+    return evaluations

@@ -1,4 +1,8 @@
-"""Present evaluations: a rich table (×100, as the paper reports), JSON and a per-query CSV."""
+"""Present evaluations: a rich table (×100, as the paper reports), JSON and a per-query CSV.
+
+Span metrics (EM, F1) are extra metrics like the ranking ones, after them; the number of
+scored span pairs is a row below the table's query count and a ``span_pairs`` key in the JSON.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from corefsearch.evaluate.ranking import ALL_METRICS, Evaluation
 from corefsearch.evaluate.significance import paired_test
+from corefsearch.evaluate.spans import SPAN_METRICS
 from corefsearch.io import atomic_file
 
 if TYPE_CHECKING:
@@ -56,15 +61,21 @@ def render_table(evaluations: Sequence[Evaluation], console: Console | None = No
     definition = definitions.pop()
     base = evaluations[0]
 
+    metrics = _metrics(evaluations)
+    has_spans = any(metric in SPAN_METRICS for metric in metrics)
+
     caption = f"{MARKER} p < {alpha:g} vs {base.name} (two-sided paired t-test over queries)"
     if definition == "coresearch":
         caption += "; R@k micro-averaged as in the CoreSearch paper, tested on per-query recall"
-    table = Table(title=f"Ranking metrics ×100 ({definition} definitions)", caption=caption)
+    if has_spans:
+        caption += "; EM/F1 (SQuAD v1.1): mean over relevant re-ranked pairs, tested on per-query means"
+    what = "Ranking and span metrics" if has_spans else "Ranking metrics"
+    table = Table(title=f"{what} ×100 ({definition} definitions)", caption=caption)
     table.add_column("Metric")
     for evaluation in evaluations:
         table.add_column(evaluation.name, justify="right")
 
-    for metric in _metrics(evaluations):
+    for metric in metrics:
         cells = [metric]
         for position, evaluation in enumerate(evaluations):
             if metric not in evaluation.aggregate:
@@ -79,22 +90,34 @@ def render_table(evaluations: Sequence[Evaluation], console: Console | None = No
         table.add_row(*cells)
     table.add_section()
     table.add_row("queries", *(str(evaluation.n_queries) for evaluation in evaluations))
+    if has_spans:
+        table.add_row("span pairs", *("–" if evaluation.n_span_pairs is None else str(evaluation.n_span_pairs)
+                                      for evaluation in evaluations))
 
     (console or Console()).print(table)
     return table
 
 
 def to_json(evaluations: Sequence[Evaluation]) -> dict[str, dict[str, float]]:
-    """``{run name: {metric: value}}`` with raw fractions (not ×100), metric names as in the table."""
+    """``{run name: {metric: value}}`` with raw fractions (not ×100), metric names as in the table.
+
+    A run evaluated with spans also has ``"span_pairs"``: how many pairs EM and F1 average over.
+    """
     _check(evaluations)
-    return {evaluation.name: {metric: evaluation.aggregate[metric] for metric in _metrics([evaluation])}
-            for evaluation in evaluations}
+    result: dict[str, dict[str, float]] = {}
+    for evaluation in evaluations:
+        values = {metric: evaluation.aggregate[metric] for metric in _metrics([evaluation])}
+        if evaluation.n_span_pairs is not None:
+            values["span_pairs"] = evaluation.n_span_pairs
+        result[evaluation.name] = values
+    return result
 
 
 def write_per_query_csv(evaluations: Sequence[Evaluation], path: Path) -> int:
     """Write ``run,qid,<metrics…>`` (one row per run and query) atomically; return the row count.
 
-    A metric a run lacks (infAP in a mixed set) is left empty.
+    A metric a run lacks (infAP in a mixed set) is left empty, as are EM and F1 for a query
+    without a scored span pair.
     """
     _check(evaluations)
     metrics = _metrics(evaluations)

@@ -10,10 +10,11 @@ _EPSILON = 1e-12  # per-query differences below this are float noise
 
 
 def paired_test(base: Evaluation, other: Evaluation, metric: str) -> float:
-    """Two-sided paired t-test p-value of ``metric`` over the queries both runs share.
+    """Two-sided paired t-test p-value of ``metric`` over the queries both runs have it for.
 
     Uses the per-query values; for the micro-averaged R@k of the ``"coresearch"`` definition
-    these are the per-query ratios (a micro average has no per-query sample to test).
+    these are the per-query ratios (a micro average has no per-query sample to test); for EM
+    and F1, the per-query means over scored pairs of the queries both runs scored a pair of.
     Degenerate cases are decided rather than left to scipy's NaN: identical values → 1.0;
     the same non-zero difference on every query → 0.0; no shared query, or a single one that
     differs → NaN (no test possible).
@@ -27,7 +28,9 @@ def paired_test(base: Evaluation, other: Evaluation, metric: str) -> float:
         if metric not in evaluation.aggregate:
             raise ValueError(f"run {evaluation.name!r} has no metric {metric!r}")
 
-    shared = [qid for qid in base.per_query if qid in other.per_query]
+    # span metrics exist only for queries with a scored pair; ranking metrics for every query
+    shared = [qid for qid, values in base.per_query.items()
+              if metric in values and metric in other.per_query.get(qid, {})]
     a = [base.per_query[qid][metric] for qid in shared]
     b = [other.per_query[qid][metric] for qid in shared]
     diffs = [y - x for x, y in zip(a, b, strict=True)]

@@ -1,0 +1,256 @@
+"""End-to-end benchmark: the best retriever, then the DPR and the integrated readers re-ranking its top 50.
+
+ECB+ events, test queries, collection = all 43 topics (15,812 passages). The retriever is the
+best of bench/dense.py: BM25 (mention + named entities, RM3) fused by RRF with the dense
+retriever trained with mention markers; it retrieves the top 500 for the train, dev and test
+queries. Four readers are trained on that run (train queries; dev queries select the epoch):
+DPR and integrated heads, each with and without markers. Each re-ranks the retriever's top 50 of
+a seeded sample of test queries; the rows are evaluated on those same queries: BM25, the
+retriever alone, and retriever + each reader. Columns: MRR@10, mAP@10, mAP@50, R@10, R@50
+(trec definition), span EM and F1 (SQuAD normalisation; the relevant re-ranked passages, a
+prediction counting only where it overlaps the gold mention) and CPU seconds per query to
+re-rank 50 passages (one thread per job).
+
+CPU budget: the readers train ``--epochs`` epochs on ``--train-queries`` sampled train queries
+with ``--negatives`` negatives each (the paper: every query, 23 negatives, GPUs); the trainings
+and the re-ranking jobs run ``--jobs`` at a time on one thread each. Every option is printed
+with the results. Needs the working folder of bench/dense.py (its ECB+ all-topics dataset,
+Lucene index, dense index and trained retriever): ``python bench/dense.py --out-dir D`` first.
+
+Writes ``## End to end with readers (bench/e2e.py)`` in bench/RESULTS.md.
+
+Run: ``python bench/e2e.py --dense-dir D [--out-dir DIR] [--train-queries 800] [--negatives 11]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+os.environ.setdefault("COREFSEARCH_QUIET", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bm25 import machine, markdown_table, write_section  # noqa: E402
+
+from corefsearch.io import read_run, write_qrels  # noqa: E402
+
+SECTION = "## End to end with readers (bench/e2e.py)"
+METRICS = ("MRR@10", "mAP@10", "mAP@50", "R@10", "R@50")
+K, RERANK_K = 500, 50
+READERS = (("DPR reader, markers", "dpr", True), ("DPR reader, no markers", "dpr", False),
+           ("integrated reader, markers", "integrated", True), ("integrated reader, no markers", "integrated", False))
+CLI = [sys.executable, "-m", "corefsearch.cli"]
+
+
+def log(message: str) -> None:
+    print(f"[{dt.datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def run_jobs(jobs: list[tuple[str, list[str]]], parallel: int, root: Path) -> dict[str, float]:
+    """Run CLI commands ``parallel`` at a time, one thread each; wall seconds per job."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COREFSEARCH_QUIET": "1"}
+    pending, running, seconds = list(jobs), [], {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            name, command = pending.pop(0)
+            log(f"start {name}: {shlex.join(command[3:])}")
+            handle = (root / f"{name.replace(' ', '_').replace(',', '')}.log").open("w")
+            running.append((name, subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT),
+                            time.perf_counter(), handle))
+        time.sleep(2)
+        for item in list(running):
+            name, process, started, handle = item
+            if process.poll() is None:
+                continue
+            handle.close()
+            running.remove(item)
+            if process.returncode != 0:
+                raise SystemExit(f"{name} failed; see {handle.name}")
+            seconds[name] = time.perf_counter() - started
+            log(f"done {name} in {seconds[name] / 60:.1f} min")
+    return seconds
+
+
+def search(index: Path, queries: Path, out: Path, extra: Sequence[str] = ()) -> list[str]:
+    return [*CLI, "search", "--index", str(index), "--queries", str(queries), "--out", str(out), "--k", str(K),
+            "--retriever", "hybrid", "--query-format", "mention+entities", "--rm3", "--device", "cpu",
+            "--threads", "1", *extra]
+
+
+def restrict_run(run: dict[str, dict[str, float]], qids: set[str]) -> dict[str, dict[str, float]]:
+    return {qid: hits for qid, hits in run.items() if qid in qids}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dense-dir", type=Path, required=True, help="working folder of bench/dense.py")
+    parser.add_argument("--out-dir", type=Path, default=None)
+    parser.add_argument("--train-queries", type=int, default=800)
+    parser.add_argument("--negatives", type=int, default=11)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--dev-queries", type=int, default=60)
+    parser.add_argument("--test-queries", type=int, default=300)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    started = dt.datetime.now()
+    clock = time.perf_counter()
+    root = args.out_dir or Path(tempfile.mkdtemp(prefix="corefsearch-bench-e2e-"))
+    root.mkdir(parents=True, exist_ok=True)
+    log(f"working in {root}")
+
+    from corefsearch.datasets.dataset import Dataset
+    from corefsearch.evaluate import evaluate_files, evaluate_run
+    from corefsearch.io import read_qrels
+
+    dataset = args.dense_dir / "ecb-all"
+    index = root / "index"  # the Lucene and the dense index of bench/dense.py side by side
+    index.mkdir(exist_ok=True)
+    for kind, source in (("lucene", args.dense_dir / "ecb-all-index" / "lucene"),
+                         ("dense", args.dense_dir / "ecb-all-dense_trained_markers-flat" / "dense")):
+        if not (index / kind).exists():
+            (index / kind).symlink_to(source.resolve(), target_is_directory=True)
+
+    # The retriever's runs: train + dev (reader training), test (the rows).
+    runs = {split: root / f"hybrid-{split}.trec" for split in ("train", "dev", "test")}
+    jobs = [(f"retrieve {split}", search(index, dataset / "queries" / f"{split}.jsonl", path))
+            for split, path in runs.items() if not path.exists()]
+    bm25_run = root / "bm25-test.trec"
+    if not bm25_run.exists():
+        jobs.append(("retrieve test BM25", [*CLI, "search", "--index", str(index), "--queries",
+                                            str(dataset / "queries" / "test.jsonl"), "--out", str(bm25_run),
+                                            "--k", str(K), "--query-format", "mention+entities", "--rm3",
+                                            "--threads", "1"]))
+    retrieval_seconds = run_jobs(jobs, args.jobs, root)
+    training_run = root / "hybrid-train-dev.trec"
+    if not training_run.exists():
+        training_run.write_text(runs["train"].read_text() + runs["dev"].read_text())
+
+    # The readers.
+    models = {name: root / f"reader-{head}-{'markers' if markers else 'no-markers'}" for name, head, markers in READERS}
+    jobs = []
+    for name, head, markers in READERS:
+        if (models[name] / "corefsearch_reader.json").exists():
+            continue
+        jobs.append((f"train {name}", [
+            *CLI, "train", "reader", str(dataset), "--run", str(training_run), "--out", str(models[name]),
+            "--head", head, "--markers" if markers else "--no-markers", "--epochs", str(args.epochs),
+            "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--negatives", str(args.negatives),
+            "--max-train-queries", str(args.train_queries), "--dev-max-queries", str(args.dev_queries),
+            "--device", "cpu", "--overwrite"]))
+    training_seconds = run_jobs(jobs, args.jobs, root)
+
+    # A seeded sample of the test queries, with its qrels.
+    test_queries = Dataset(dataset).queries("test")
+    sample = sorted(random.Random(13).sample(range(len(test_queries)), min(args.test_queries, len(test_queries))))
+    sample_queries = root / "test-sample.jsonl"
+    sample_ids = {test_queries[i].id for i in sample}
+    lines = (dataset / "queries" / "test.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    sample_queries.write_text("".join(lines[i] for i in sample), encoding="utf-8")
+    qrels_all = read_qrels(dataset / "qrels" / "test.txt")
+    sample_qrels = root / "test-sample.qrels"
+    write_qrels(sample_qrels, [(q, d, r) for q, judged in qrels_all.items() if q in sample_ids
+                               for d, r in judged.items()])
+
+    reranked = {name: root / f"rerank-{models[name].name}.trec" for name, _, _ in READERS}
+    jobs = [(f"rerank {name}", search(index, sample_queries, reranked[name],
+                                      ["--reader", str(models[name]), "--rerank-k", str(RERANK_K)]))
+            for name, _, _ in READERS if not reranked[name].exists()]
+    run_jobs(jobs, args.jobs, root)
+
+    # Rows.
+    rows: list[list[str]] = []
+    values: dict[str, dict[str, float]] = {}
+    for name, path in (("BM25 mention+entities + RM3", bm25_run), ("retriever: hybrid RRF (BM25 + dense markers)",
+                                                                   runs["test"])):
+        evaluation = evaluate_run(restrict_run(read_run(path), sample_ids), read_qrels(sample_qrels), "trec", name)
+        values[name] = {m: evaluation.aggregate[m] for m in METRICS}
+    seconds_per_query: dict[str, float] = {}
+    for name, _, _ in READERS:
+        evaluation = evaluate_files([reranked[name]], sample_qrels, spans_paths=[Path(f"{reranked[name]}.spans.jsonl")],
+                                    dataset=dataset)[0]
+        values[f"retriever + {name}"] = {m: evaluation.aggregate[m] for m in (*METRICS, "EM", "F1")}
+        meta = json.loads(Path(f"{reranked[name]}.meta.json").read_text())
+        seconds_per_query[f"retriever + {name}"] = meta["reader"]["seconds"] / len(sample_ids)
+    best = {m: max(v.get(m, float("-inf")) for v in values.values()) for m in (*METRICS, "EM", "F1")}
+    for name, metrics in values.items():
+        cells = []
+        for m in (*METRICS, "EM", "F1"):
+            if m not in metrics:
+                cells.append("–")
+                continue
+            text = f"{100 * metrics[m]:.2f}"
+            cells.append(f"**{text}**" if metrics[m] == best[m] else text)
+        rate = seconds_per_query.get(name)
+        rows.append([name, *cells, f"{rate:.2f}" if rate is not None else "–"])
+    bm25_mrr = values["BM25 mention+entities + RM3"]["MRR@10"]
+    ratios = {name: metrics["MRR@10"] / bm25_mrr for name, metrics in values.items() if "reader" in name}
+
+    full = {name: evaluate_run(read_run(path), qrels_all, "trec", name).aggregate for name, path in
+            (("BM25 mention+entities + RM3", bm25_run), ("retriever: hybrid RRF", runs["test"]))}
+
+    training = []
+    for name, _, _ in READERS:
+        record = json.loads((models[name] / "training_args.json").read_text())
+        curve = json.loads((models[name] / "dev_curve.json").read_text())
+        minutes = training_seconds.get(f"train {name}")
+        training.append([name, f"{record['counts']['train_queries']:,}", f"{record['counts']['total_steps']:,}",
+                         f"{minutes / 60:.1f}" if minutes else "(earlier run)",
+                         "; ".join(("retriever" if p["epoch"] == 0 else f"epoch {p['epoch']}")
+                                   + f" {100 * p['MRR@10']:.2f}" for p in curve)])
+
+    total_minutes = (time.perf_counter() - clock) / 60
+    info = machine()
+    text_lines = [SECTION, "", f"- Date: {started:%Y-%m-%d %H:%M} (local time), total run time {total_minutes:.1f} min"]
+    text_lines += [f"- {key}: {value}" for key, value in info.items()]
+    text_lines += [
+        f"- Command: `python bench/e2e.py {shlex.join(sys.argv[1:] if argv is None else list(argv))}`",
+        f"- Collection: ECB+ all 43 topics ({Dataset(dataset).manifest['counts']['passages']:,} passages); "
+        f"rows on a seeded sample of {len(sample_ids):,} of the {len(test_queries):,} test queries.",
+        "- Retriever: BM25 (mention + named entities, RM3) and the dense retriever with markers of "
+        f"bench/dense.py fused by RRF, top {K}; the readers re-rank its top {RERANK_K}; the rest keeps the "
+        "retriever's order below them.",
+        f"- Readers (CPU budget): all-MiniLM-L6-v2 (bundled) cross-encoder, {args.epochs} epoch(s) on "
+        f"{args.train_queries:,} sampled train queries, 1 positive + {args.negatives} negatives from the "
+        f"retriever's top 50 per query, {args.batch_size} queries per step, lr {args.lr:g}, warm-up 10 %, max "
+        "length 256, query window 64, stride 128, max span 10, integrated FFNN hidden 128; the best epoch on "
+        f"{args.dev_queries} dev queries kept. Jobs ran {args.jobs} at a time, one thread each.",
+        "- EM/F1: over the relevant passages among the re-ranked 50 (SQuAD normalisation; a predicted span "
+        "counts only where it overlaps the query cluster's mention in that passage).",
+        f"- Working folder: `{root}` (not kept in the repository).", "",
+        f"### ECB+ test sample ({len(sample_ids):,} queries), metrics ×100 (trec), best in bold", "",
+        markdown_table(["Run", *METRICS, "EM", "F1", "CPU s/query (re-rank 50)"], rows,
+                       ["l"] + ["r"] * (len(METRICS) + 3)), "",
+        "MRR@10 relative to BM25 on the same queries: "
+        + "; ".join(f"{name.removeprefix('retriever + ')} {ratio:.2f}×" for name, ratio in ratios.items())
+        + " (aim for the integrated reader: 1.3×; the paper's ratio on CoreSearch: 1.44×).", "",
+        f"All {len(test_queries):,} test queries, for reference: "
+        + "; ".join(f"{name} MRR@10 {100 * agg['MRR@10']:.2f}, R@50 {100 * agg['R@50']:.2f}"
+                    for name, agg in full.items()) + ".", "",
+        "### Reader training", "",
+        markdown_table(["reader", "train queries", "steps", "minutes", "dev MRR@10 (retriever first)"], training,
+                       ["l", "r", "r", "r", "l"]), "",
+    ]
+    if retrieval_seconds:
+        text_lines += ["Retrieval (hybrid, k 500, one thread): "
+                       + "; ".join(f"{name} {seconds:.0f} s" for name, seconds in retrieval_seconds.items()), ""]
+    section = "\n".join(text_lines) + "\n"
+    print(section)
+    write_section(SECTION, section)
+    log(f"done in {total_minutes:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

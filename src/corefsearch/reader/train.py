@@ -1,0 +1,485 @@
+"""Train a reader (``corefsearch train reader``): the DPR reader or the integrated coreference reader.
+
+As in CoreSearch (Eirew et al. 2022, §4; DESIGN.md §4): each training query is read with one
+relevant passage (the positive, drawn from the relevant passages the retriever found in its top
+``negatives_from``, else from all relevant ones) and ``negatives`` passages drawn from the
+retriever's top ``negatives_from`` that are not relevant (nor the query's own passage, nor a
+passage holding another mention of its cluster). The run comes from ``corefsearch search``
+with any retriever. The loss is the start + end cross-entropy of the gold span in the positive
+plus the cross-entropy of choosing the positive among the query's passages (softmax over the
+passage scores of the head, see ``model.py``). ``batch_size`` queries make one optimizer step
+(their gradients accumulate, each query a forward pass of its own).
+
+After each epoch the reader re-ranks the dev queries' top ``dev_rerank_k`` passages of the same
+run; the epoch with the best dev MRR@10 is kept (without dev queries in the run, the last).
+The working folder ``.OUT.training/`` makes the run resumable exactly as for the retriever
+(``dense/checkpoint.py``); ``OUT`` appears in one rename at the end with the reader (Hugging
+Face folder + ``reader_head.safetensors`` + ``corefsearch_reader.json``), ``training_args.json``
+and ``dev_curve.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import platform
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch import __version__
+from corefsearch.datasets.dataset import Dataset
+from corefsearch.dense.checkpoint import WorkDir, rng_state, set_rng_state
+from corefsearch.dense.encoder import resolve_device
+from corefsearch.errors import InputError
+from corefsearch.io import atomic_directory, read_qrels, read_run, sha256_file, write_json
+from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig
+from corefsearch.reader.read import Reader
+from corefsearch.schema import Passage, Query
+from corefsearch.training import Log, TrainingProgress, adamw, claim_work_dir, default_log, seed_everything
+
+if TYPE_CHECKING:
+    import torch
+    from rich.console import Console
+
+TRAINING_ARGS_FILE = "training_args.json"
+DEV_CURVE_FILE = "dev_curve.json"
+SELECTION_METRIC = "MRR@10"
+
+
+@dataclass
+class ReaderTrainingArguments:
+    """Every option of ``corefsearch train reader`` with its default."""
+
+    head: str = "integrated"
+    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    markers: bool = True
+    epochs: int = 3
+    batch_size: int = 4  # queries per optimizer step
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    negatives: int = 23
+    negatives_from: int = 50  # the run's top-k the negatives (and the positive) are drawn from
+    max_length: int = 256
+    max_query_len: int = 64
+    doc_stride: int = 128
+    max_span_len: int = 10
+    hidden: int = 128
+    top_spans: int = 5
+    seed: int = 13
+    max_steps: int | None = None
+    max_train_queries: int | None = None  # None: every train query in the run
+    device: str = "auto"
+    dev_max_queries: int | None = 200
+    dev_rerank_k: int = 50
+
+    def validate(self) -> None:
+        if self.head not in HEADS:
+            raise InputError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        for option, value in {"--epochs": self.epochs, "--batch-size": self.batch_size,
+                              "--negatives-from": self.negatives_from, "--dev-rerank-k": self.dev_rerank_k}.items():
+            if value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
+        for option, optional in {"--max-steps": self.max_steps, "--max-train-queries": self.max_train_queries,
+                                 "--dev-max-queries": self.dev_max_queries}.items():
+            if optional is not None and optional < 1:
+                raise InputError(f"{option} must be at least 1, got {optional}")
+        if self.negatives < 1:
+            raise InputError(f"--negatives must be at least 1, got {self.negatives}")
+        if not self.lr > 0:
+            raise InputError(f"--lr must be positive, got {self.lr}")
+        if not 0 <= self.warmup < 1:
+            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
+        self.reader_config().validate()
+
+    def reader_config(self) -> ReaderConfig:
+        return ReaderConfig(head=self.head, markers=self.markers, max_length=self.max_length,
+                            max_query_len=self.max_query_len, doc_stride=self.doc_stride,
+                            max_span_len=self.max_span_len, hidden=self.hidden, top_spans=self.top_spans)
+
+
+@dataclass
+class ReaderExample:
+    query: Query
+    positive: str
+    gold: tuple[int, int]  # characters of the coreferring mention in the positive
+    negatives: list[str]
+
+
+@dataclass
+class ReaderTrainingSummary:
+    out: Path
+    device: str
+    train_queries: int
+    steps_per_epoch: int
+    total_steps: int
+    steps_run: int
+    train_seconds: float
+    resumed_from_step: int | None
+    best_epoch: int | None
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return self.train_seconds / self.steps_run if self.steps_run else None
+
+
+@dataclass
+class _Data:
+    train: list[Query]
+    dev: list[Query]
+    relevant: dict[str, set[str]]  # train and dev
+    ranked: dict[str, list[str]]  # the run, in rank order, the query's own passage left out
+    passages: dict[str, Passage]
+
+
+def _ranked(scores: dict[str, float]) -> list[str]:
+    from corefsearch.evaluate.ranking import rank_documents
+
+    return rank_documents(scores)
+
+
+def _load_data(dataset: Dataset, run_path: Path, args: ReaderTrainingArguments, log: Log) -> _Data:
+    run = read_run(run_path)
+    queries: dict[str, list[Query]] = {}
+    relevant: dict[str, set[str]] = {}
+    for split in ("train", "dev"):
+        if not (dataset.queries_path(split).exists() and dataset.qrels_path(split).exists()):
+            queries[split] = []
+            continue
+        judged = read_qrels(dataset.qrels_path(split))
+        for qid, pids in judged.items():
+            relevant[qid] = {pid for pid, rel in pids.items() if rel > 0}
+        queries[split] = [q for q in dataset.queries(split) if q.id in run and relevant.get(q.id)]
+    train, dev = queries["train"], queries["dev"]
+    if not train:
+        raise InputError(f"{run_path} holds no train query of {dataset.root} with relevant passages; "
+                         f"search {dataset.queries_path('train')} first (`corefsearch search`)")
+    if args.max_train_queries is not None and len(train) > args.max_train_queries:
+        chosen = set(random.Random(args.seed).sample(range(len(train)), args.max_train_queries))
+        train = [q for i, q in enumerate(train) if i in chosen]
+    if not dev:
+        log(f"{run_path} holds no dev queries: dev evaluation is skipped and the last epoch is kept.")
+    elif args.dev_max_queries is not None and len(dev) > args.dev_max_queries:
+        chosen = set(random.Random(args.seed).sample(range(len(dev)), args.dev_max_queries))
+        dev = [q for i, q in enumerate(dev) if i in chosen]
+    ranked = {}
+    needed: set[str] = set()
+    train_ids = {q.id for q in train}
+    for query in train + dev:
+        depth = args.negatives_from if query.id in train_ids else args.dev_rerank_k
+        ranked[query.id] = [pid for pid in _ranked(run[query.id]) if pid != query.passage_id][:depth]
+        needed.update(ranked[query.id])
+    for query in train:
+        needed.update(relevant[query.id])
+    passages = {p.id: p for p in dataset.passages() if p.id in needed}
+    missing = sorted(needed - set(passages))
+    if missing:
+        raise InputError(f"{run_path} or the qrels name passages that are not in {dataset.passages_path} "
+                         f"(e.g. {missing[0]}); was the run searched on another dataset?")
+    return _Data(train, dev, relevant, ranked, passages)
+
+
+def _gold_span(passage: Passage, cluster_id: str) -> tuple[int, int] | None:
+    spans = sorted((m.start, m.end) for m in passage.mentions if m.cluster_id == cluster_id)
+    return spans[0] if spans else None
+
+
+def epoch_examples(data: _Data, args: ReaderTrainingArguments, epoch: int) -> list[ReaderExample]:
+    """The shuffled examples of one epoch (the same for the same seed and epoch)."""
+    rng = random.Random(args.seed * 1_000_003 + epoch)
+    examples = []
+    for query in data.train:
+        gold = data.relevant[query.id]
+        retrieved = data.ranked[query.id]
+        found = [pid for pid in retrieved if pid in gold]
+        positives = [pid for pid in (found or sorted(gold)) if pid in data.passages
+                     and _gold_span(data.passages[pid], query.cluster_id) is not None]
+        negatives = [pid for pid in retrieved if pid not in gold and pid != query.passage_id
+                     and query.cluster_id not in {m.cluster_id for m in data.passages[pid].mentions}]
+        if not positives or not negatives:
+            continue
+        positive = rng.choice(positives)
+        chosen = rng.sample(negatives, min(args.negatives, len(negatives)))
+        span = _gold_span(data.passages[positive], query.cluster_id)
+        examples.append(ReaderExample(query, positive, span, chosen))  # type: ignore[arg-type]
+    rng.shuffle(examples)
+    return examples
+
+
+def example_loss(reader: Reader, example: ReaderExample, passages: dict[str, Passage]) -> torch.Tensor | None:
+    """Start + end cross-entropy of the gold span + cross-entropy of picking the positive.
+
+    The positive is read in the window that holds its gold span, each negative in its first
+    window. ``None`` when no window holds the whole gold span (a mention longer than a window)."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    model = reader.model
+    ids = [example.positive, *example.negatives]
+    windows_all = reader.windows(example.query, [(pid, passages[pid].text) for pid in ids])
+    positive_window = gold_tokens = None
+    for window in windows_all:
+        if window.passage == 0:
+            gold_tokens = window.token_span(*example.gold)
+            if gold_tokens is not None:
+                positive_window = window
+                break
+    if positive_window is None or gold_tokens is None:
+        return None
+    firsts: dict[int, Any] = {}
+    for window in windows_all:
+        firsts.setdefault(window.passage, window)
+    windows = [positive_window, *(firsts[i] for i in range(1, len(ids)))]
+    output = model.forward(windows)
+    device = output.hidden.device
+    start_target = torch.tensor([gold_tokens[0]], device=device)
+    end_target = torch.tensor([gold_tokens[1]], device=device)
+    span_loss = F.cross_entropy(output.start_logits[:1], start_target) + F.cross_entropy(
+        output.end_logits[:1], end_target)
+    if model.config.head == "dpr":
+        scores = model.head.select(output.hidden[:, 0]).squeeze(-1)
+    else:
+        from corefsearch.reader.spans import top_spans
+
+        with torch.no_grad():  # the negatives' spans: the best start/end span, as at inference
+            starts, ends, _ = top_spans(output.start_logits, output.end_logits, output.n_tokens,
+                                        model.config.max_span_len, 1)
+        starts[0, 0], ends[0, 0] = gold_tokens[0], gold_tokens[1]  # the positive's: the gold mention
+        scores = model.coreference_scores(model.query_mention_vectors(output, windows),
+                                          model.span_vectors(output, starts, ends))[:, 0]
+    select_loss = F.cross_entropy(scores[None, :], torch.zeros(1, dtype=torch.long, device=device))
+    return span_loss + select_loss
+
+
+def evaluate_dev(reader: Reader, data: _Data, depth: int) -> dict[str, float]:
+    """Dev MRR@10 (trec_eval semantics) of the reader re-ranking the run's top ``depth``."""
+    from corefsearch.evaluate import evaluate_run
+    from corefsearch.progress import track
+
+    run = {}
+    for query in track(data.dev, "Dev re-ranking"):
+        pids = data.ranked[query.id][:depth]
+        hits = reader.read(query, [(pid, data.passages[pid].text) for pid in pids])
+        run[query.id] = {hit.passage_id: hit.score for hit in hits}
+    qrels = {q.id: dict.fromkeys(data.relevant[q.id], 1) for q in data.dev}
+    evaluation = evaluate_run(run, qrels, definition="trec", name="dev")
+    return {SELECTION_METRIC: round(evaluation.aggregate[SELECTION_METRIC], 6)}
+
+
+def retriever_dev(data: _Data) -> dict[str, float]:
+    """The run's own dev MRR@10 on the same queries: the reference a reader should beat."""
+    from corefsearch.evaluate import evaluate_run
+
+    run = {q.id: {pid: -float(rank) for rank, pid in enumerate(data.ranked[q.id])} for q in data.dev}
+    qrels = {q.id: dict.fromkeys(data.relevant[q.id], 1) for q in data.dev}
+    return {SELECTION_METRIC: round(evaluate_run(run, qrels, definition="trec", name="dev").aggregate[
+        SELECTION_METRIC], 6)}
+
+
+def _run_record(args: ReaderTrainingArguments, dataset: Dataset, run_path: Path) -> dict[str, Any]:
+    import torch
+    import transformers
+
+    options = asdict(args)
+    options.pop("device")
+    checksums = dataset.manifest.get("checksums", {})
+    return {"kind": "corefsearch-reader-training", "options": options, "dataset": str(dataset.root.resolve()),
+            "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
+            "run": str(Path(run_path).resolve()), "run_sha256": "sha256:" + sha256_file(run_path),
+            "versions": {"corefsearch": __version__, "torch": torch.__version__,
+                         "transformers": transformers.__version__, "python": platform.python_version()}}
+
+
+def _weights(reader: CrossEncoderReader) -> dict[str, Any]:
+    return {"model": {k: v.detach().cpu() for k, v in reader.model.state_dict().items()},
+            "head": {k: v.detach().cpu() for k, v in reader.head.state_dict().items()}}
+
+
+def _load_weights(reader: CrossEncoderReader, weights: dict[str, Any]) -> None:
+    reader.model.load_state_dict(weights["model"])
+    reader.head.load_state_dict(weights["head"])
+
+
+def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrainingArguments | None = None, *,
+                 overwrite: bool = False, checkpoint_every: int = 500, log: Log | None = None,
+                 on_step: Callable[[int, float], None] | None = None) -> ReaderTrainingSummary:
+    """Train a reader on the train queries of ``run_path`` (searched on ``dataset_dir``) into ``out``."""
+    import torch
+
+    args = args or ReaderTrainingArguments()
+    args.validate()
+    if checkpoint_every < 0:
+        raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
+    log = log or default_log
+    out, run_path = Path(out), Path(run_path)
+    dataset = Dataset(dataset_dir)
+    if not run_path.is_file():
+        raise InputError(f"{run_path}: no such run file; write one with `corefsearch search --queries "
+                         f"{dataset.queries_path('train')} ...`")
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
+    device = resolve_device(args.device)
+    data = _load_data(dataset, run_path, args, log)
+    work = WorkDir(out)
+    record = _run_record(args, dataset, run_path)
+    claim_work_dir(work, record, overwrite, log)
+
+    steps_per_epoch = math.ceil(len(epoch_examples(data, args, 1)) / args.batch_size)
+    if steps_per_epoch == 0:
+        raise InputError(f"no training example: no train query of {run_path} has both a relevant passage with "
+                         "its mention and a retrieved non-relevant passage")
+    total_steps = steps_per_epoch * args.epochs
+    if args.max_steps is not None and args.max_steps < total_steps:
+        total_steps = args.max_steps
+        log(f"--max-steps {args.max_steps}: training stops after {total_steps} of "
+            f"{steps_per_epoch * args.epochs} steps ({steps_per_epoch} per epoch).")
+
+    seed_everything(args.seed)
+    model = CrossEncoderReader.from_base(args.base_model, args.reader_config(), device)
+    reader = Reader(model)
+    optimizer = adamw(model.modules(), args.lr, args.weight_decay)
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)
+    state: dict[str, Any] = {"epoch": 1, "step_in_epoch": 0, "global_step": 0, "loss_sum": 0.0, "loss_count": 0,
+                             "dev_curve": [], "best_epoch": None, "best_score": None}
+    resumed_from: int | None = None
+    if work.has_checkpoint():
+        checkpoint = work.load_checkpoint()
+        _load_weights(model, checkpoint["weights"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        set_rng_state(checkpoint["rng"])
+        state = checkpoint["progress"]
+        resumed_from = state["global_step"]
+        log(f"Resuming the interrupted run in {work.path} from step {resumed_from:,} of {total_steps:,}.")
+
+    def save_checkpoint() -> None:
+        work.save_checkpoint({"weights": _weights(model), "optimizer": optimizer.state_dict(),
+                              "scheduler": scheduler.state_dict(), "rng": rng_state(), "progress": dict(state)})
+
+    if data.dev and not state["dev_curve"]:
+        reference = retriever_dev(data)
+        state["dev_curve"].append({"epoch": 0, "step": 0, "loss": None, **reference, "seconds": 0.0,
+                                   "note": "the retriever's ranking"})
+        log(f"Retriever alone: dev {SELECTION_METRIC} {reference[SELECTION_METRIC]:.4f} "
+            f"({len(data.dev):,} dev queries).")
+
+    parameters = [p for module in model.modules() for p in module.parameters()]
+    steps_run, train_seconds, last_saved, updating = 0, 0.0, state["global_step"], False
+    recent: deque[float] = deque(maxlen=50)
+    model.train()
+    try:
+        with TrainingProgress(total_steps, state["global_step"]) as progress:
+            while state["epoch"] <= args.epochs:
+                if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
+                    break
+                epoch, epoch_started = state["epoch"], time.perf_counter()
+                examples = epoch_examples(data, args, epoch)
+                batches = [examples[i:i + args.batch_size] for i in range(0, len(examples), args.batch_size)]
+                for batch in batches[state["step_in_epoch"]:]:
+                    if state["global_step"] >= total_steps:
+                        break
+                    started = time.perf_counter()
+                    optimizer.zero_grad(set_to_none=True)
+                    total, counted = 0.0, 0
+                    for example in batch:
+                        loss = example_loss(reader, example, data.passages)
+                        if loss is None:
+                            continue
+                        (loss / len(batch)).backward()
+                        total += float(loss.detach())
+                        counted += 1
+                    torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+                    updating = True
+                    optimizer.step()
+                    scheduler.step()
+                    state["global_step"] += 1
+                    state["step_in_epoch"] += 1
+                    value = total / counted if counted else 0.0
+                    state["loss_sum"] += value
+                    state["loss_count"] += 1
+                    updating = False
+                    train_seconds += time.perf_counter() - started
+                    steps_run += 1
+                    recent.append(value)
+                    progress.advance(epoch, args.epochs, sum(recent) / len(recent))
+                    if on_step is not None:
+                        on_step(state["global_step"], value)
+                    if checkpoint_every and state["global_step"] % checkpoint_every == 0:
+                        save_checkpoint()
+                        last_saved = state["global_step"]
+                mean_loss = state["loss_sum"] / state["loss_count"] if state["loss_count"] else None
+                entry: dict[str, Any] = {"epoch": epoch, "step": state["global_step"], "loss": mean_loss}
+                if data.dev:
+                    metrics = evaluate_dev(reader, data, args.dev_rerank_k)
+                    model.train()
+                    entry.update(metrics)
+                    if state["best_score"] is None or metrics[SELECTION_METRIC] > state["best_score"]:
+                        state["best_score"], state["best_epoch"] = metrics[SELECTION_METRIC], epoch
+                        work.save_best({"weights": _weights(model)})
+                else:
+                    state["best_epoch"] = epoch
+                entry["seconds"] = round(time.perf_counter() - epoch_started, 3)
+                state["dev_curve"].append(entry)
+                loss_text = "–" if mean_loss is None else f"{mean_loss:.4f}"
+                log(f"Epoch {epoch}: loss {loss_text}"
+                    + (f", dev {SELECTION_METRIC} {entry[SELECTION_METRIC]:.4f}" if data.dev else "")
+                    + (" (best so far)" if data.dev and state["best_epoch"] == epoch else "") + ".")
+                state.update(epoch=epoch + 1, step_in_epoch=0, loss_sum=0.0, loss_count=0)
+                save_checkpoint()
+                last_saved = state["global_step"]
+    except KeyboardInterrupt:
+        if not updating and state["global_step"] > last_saved:
+            save_checkpoint()
+            last_saved = state["global_step"]
+        if work.has_checkpoint():
+            log(f"Interrupted: a checkpoint at step {last_saved:,} is in {work.path}; rerun the same command "
+                "to resume.")
+        raise
+
+    best = work.load_best() if data.dev else None
+    if best is not None:
+        _load_weights(model, best["weights"])
+    summary = ReaderTrainingSummary(out, device, len(data.train), steps_per_epoch, total_steps, steps_run,
+                                    train_seconds, resumed_from, state["best_epoch"], state["dev_curve"])
+    training_record = {**record, "device": device, "checkpoint_every": checkpoint_every,
+                       "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                       "counts": {"train_queries": len(data.train), "dev_queries": len(data.dev),
+                                  "steps_per_epoch": steps_per_epoch, "total_steps": total_steps},
+                       "best_epoch": state["best_epoch"], "selection_metric": SELECTION_METRIC if data.dev else None}
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        model.save(tmp)
+        write_json(tmp / TRAINING_ARGS_FILE, training_record)
+        write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+    work.remove()
+    return summary
+
+
+def print_reader_summary(summary: ReaderTrainingSummary, console: Console) -> None:
+    """The dev curve as a table, then where the reader went and how fast it trained."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if summary.dev_curve:
+        table = Table(title=Text(f"Reader {summary.out}"))
+        for column in ("epoch", "step", "loss", SELECTION_METRIC, "seconds"):
+            table.add_column(column, justify="right")
+        for entry in summary.dev_curve:
+            label = "retriever" if entry["epoch"] == 0 else str(entry["epoch"])
+            loss = entry.get("loss")
+            table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
+                          "–" if loss is None else f"{loss:.4f}", f"{entry[SELECTION_METRIC]:.4f}",
+                          f"{entry.get('seconds', 0):.0f}")
+        console.print(table)
+    speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
+    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
+    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
+    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_queries:,} queries"
+                       f"{speed}. Kept {kept}; wrote {summary.out}."))
