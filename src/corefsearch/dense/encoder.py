@@ -81,7 +81,7 @@ class EncoderConfig:
             raise InputError(f"maximum length must be at least 8 tokens, got {self.max_length}")
 
 
-def _load_offline(loader: Any, reference: str, **kwargs: Any) -> Any:
+def load_offline(loader: Any, reference: str, **kwargs: Any) -> Any:
     """Load with transformers; a local folder never touches the network."""
     from transformers.utils import logging as hf_logging
 
@@ -142,8 +142,8 @@ class TextEncoder:
         config = config or EncoderConfig()
         if name_or_path not in (None, "", "default") and not saved.exists():
             config.base_model = reference
-        tokenizer = _load_offline(AutoTokenizer, reference, use_fast=True)
-        model = _load_offline(AutoModel, reference)
+        tokenizer = load_offline(AutoTokenizer, reference, use_fast=True)
+        model = load_offline(AutoModel, reference)
         return cls(model, tokenizer, config, device)
 
     def save(self, folder: Path) -> None:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.dense.encoder import DEFAULT_MODEL, _load_offline, add_marker_tokens, resolve_model
+from corefsearch.dense.encoder import DEFAULT_MODEL, add_marker_tokens, load_offline, resolve_model
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.reader.inputs import PairWindow
 from corefsearch.reader.spans import top_spans
@@ -124,8 +124,8 @@ class CrossEncoderReader:
         reference = resolve_model(name_or_path)
         if name_or_path not in (None, "", "default"):
             config.base_model = reference
-        tokenizer = _load_offline(AutoTokenizer, reference, use_fast=True)
-        model = _load_offline(AutoModel, reference)
+        tokenizer = load_offline(AutoTokenizer, reference, use_fast=True)
+        model = load_offline(AutoModel, reference)
         return cls(model, tokenizer, config, device=device)
 
     @classmethod
@@ -143,8 +143,8 @@ class CrossEncoderReader:
             config = ReaderConfig(**json.loads(config_path.read_text(encoding="utf-8")))
         except (json.JSONDecodeError, TypeError) as err:
             raise InputError(f"{config_path}: not a reader configuration ({err})") from None
-        tokenizer = _load_offline(AutoTokenizer, str(folder), use_fast=True)
-        model = _load_offline(AutoModel, str(folder))
+        tokenizer = load_offline(AutoTokenizer, str(folder), use_fast=True)
+        model = load_offline(AutoModel, str(folder))
         reader = cls(model, tokenizer, config, device=device)
         reader.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
         return reader
