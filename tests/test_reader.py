@@ -376,6 +376,13 @@ def test_search_with_a_reader_writes_the_run_and_its_spans(tiny_dataset: Path, t
             assert span["text"] == texts[span["passage_id"]][span["start"]:span["end"]]
     meta = json.loads(Path(str(out) + ".meta.json").read_text())
     assert meta["reader"]["rerank_k"] == 4 and meta["tag"].endswith("+reader-integrated")
+    # The spans file is what `evaluate --spans` reads.
+    scored = runner.invoke(app, ["evaluate", str(out), "--qrels", str(tiny_dataset / "qrels" / "dev.txt"),
+                                 "--spans", str(out) + ".spans.jsonl", "--dataset", str(tiny_dataset),
+                                 "--output-format", "json"])
+    assert scored.exit_code == 0, scored.output
+    metrics = next(iter(json.loads(scored.stdout).values()))
+    assert 0 <= metrics["EM"] <= metrics["F1"] <= 1
 
 
 def test_query_with_a_reader_shows_the_span(tiny_index: Path, trained_reader: Path) -> None:
