@@ -210,13 +210,13 @@ class CrossEncoderReader:
 
     def span_vectors(self, output: ReaderOutput, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
         """``g_j`` of candidate spans given as passage-token indices ``(W, K)``: ``(W, K, 2H)``."""
+        import torch
+
         hidden = output.hidden
         offset = output.passage_start[:, None]
         size = hidden.shape[-1]
         first = hidden.gather(1, (starts + offset)[:, :, None].expand(-1, -1, size))
         last = hidden.gather(1, (ends + offset)[:, :, None].expand(-1, -1, size))
-        import torch
-
         return torch.cat([first, last], dim=-1)
 
     def coreference_scores(self, query_vectors: torch.Tensor, span_vectors: torch.Tensor) -> torch.Tensor:
