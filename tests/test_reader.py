@@ -271,7 +271,7 @@ def test_a_few_steps_lower_the_loss(tiny_base: Path, tiny_dataset: Path, tiny_ru
             return sum(float(example_loss(reader, e, data.passages)) for e in examples) / len(examples)
 
     before = mean_loss()
-    optimizer = adamw(reader.model.modules(), 1e-3, 0.0)
+    optimizer = adamw([(module, 1e-3) for module in reader.model.modules()], 0.0)
     for _ in range(8):
         reader.model.train()
         optimizer.zero_grad()

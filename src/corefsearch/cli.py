@@ -354,7 +354,9 @@ def train_reader_command(
     markers: Annotated[bool, typer.Option(help="Boundary tokens around the query mention.")] = True,
     epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
     batch_size: Annotated[int, typer.Option(help="Queries per optimizer step.")] = 4,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 2e-5,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
+    head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) head.")
+                       ] = 1e-3,
     weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.01,
     warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
     negatives: Annotated[int, typer.Option(help="Retrieved non-relevant passages per query.")] = 23,
@@ -381,7 +383,7 @@ def train_reader_command(
     from corefsearch.reader.train import ReaderTrainingArguments, print_reader_summary, train_reader
 
     args = ReaderTrainingArguments(
-        head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr,
+        head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
         weight_decay=weight_decay, warmup=warmup, negatives=negatives, negatives_from=negatives_from,
         max_length=max_length, max_query_len=max_query_len, doc_stride=doc_stride, max_span_len=max_span_len,
         hidden=hidden, seed=seed, max_steps=max_steps, max_train_queries=max_train_queries, device=device,

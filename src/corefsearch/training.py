@@ -35,20 +35,23 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def adamw(modules: Iterable[torch.nn.Module], lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """AdamW; no weight decay on biases and LayerNorm weights (the one-dimensional parameters)."""
+def adamw(groups: Iterable[tuple[torch.nn.Module, float]], weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over ``(module, learning rate)`` pairs; no weight decay on biases and LayerNorm
+    weights (the one-dimensional parameters)."""
     import torch
 
     seen: set[int] = set()
-    decay, no_decay = [], []
-    for module in modules:
+    parameter_groups = []
+    for module, lr in groups:
+        decay, no_decay = [], []
         for parameter in module.parameters():
             if not parameter.requires_grad or id(parameter) in seen:
                 continue
             seen.add(id(parameter))
             (decay if parameter.ndim >= 2 else no_decay).append(parameter)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+        parameter_groups += [{"params": decay, "weight_decay": weight_decay, "lr": lr},
+                             {"params": no_decay, "weight_decay": 0.0, "lr": lr}]
+    return torch.optim.AdamW(parameter_groups)
 
 
 def claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: Log) -> None:

@@ -220,7 +220,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     seed_everything(args.seed)
     model = BiEncoder.from_base(args.base_model, args.retriever_config(), device)
     encoders = _unique_encoders(model)
-    optimizer = adamw([e.model for e in encoders], args.lr, args.weight_decay)
+    optimizer = adamw([(e.model, args.lr) for e in encoders], args.weight_decay)
     from transformers import get_linear_schedule_with_warmup
 
     scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)

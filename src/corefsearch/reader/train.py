@@ -61,6 +61,7 @@ class ReaderTrainingArguments:
     epochs: int = 3
     batch_size: int = 4  # queries per optimizer step
     lr: float = 2e-5
+    head_lr: float = 1e-3
     weight_decay: float = 0.01
     warmup: float = 0.1
     negatives: int = 23
@@ -91,8 +92,8 @@ class ReaderTrainingArguments:
                 raise InputError(f"{option} must be at least 1, got {optional}")
         if self.negatives < 1:
             raise InputError(f"--negatives must be at least 1, got {self.negatives}")
-        if not self.lr > 0:
-            raise InputError(f"--lr must be positive, got {self.lr}")
+        if not self.lr > 0 or not self.head_lr > 0:
+            raise InputError(f"--lr and --head-lr must be positive, got {self.lr} and {self.head_lr}")
         if not 0 <= self.warmup < 1:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
         self.reader_config().validate()
@@ -343,7 +344,9 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
     seed_everything(args.seed)
     model = CrossEncoderReader.from_base(args.base_model, args.reader_config(), device)
     reader = Reader(model)
-    optimizer = adamw(model.modules(), args.lr, args.weight_decay)
+    # The head starts from random weights: at the encoder's learning rate its passage score
+    # hardly moves in a short run, so it gets its own (larger) one.
+    optimizer = adamw([(model.model, args.lr), (model.head, args.head_lr)], args.weight_decay)
     from transformers import get_linear_schedule_with_warmup
 
     scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)
