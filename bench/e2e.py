@@ -56,10 +56,16 @@ def log(message: str) -> None:
     print(f"[{dt.datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
-def run_jobs(jobs: list[tuple[str, list[str]]], parallel: int, root: Path) -> dict[str, float]:
-    """Run CLI commands ``parallel`` at a time, one thread each; wall seconds per job."""
+def timings(root: Path) -> dict[str, float]:
+    """Wall seconds of every job run in ``root`` so far (kept across invocations)."""
+    path = root / "timings.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_jobs(jobs: list[tuple[str, list[str]]], parallel: int, root: Path) -> None:
+    """Run CLI commands ``parallel`` at a time, one thread each; their wall seconds go to ``timings.json``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COREFSEARCH_QUIET": "1"}
-    pending, running, seconds = list(jobs), [], {}
+    pending, running = list(jobs), []
     while pending or running:
         while pending and len(running) < parallel:
             name, command = pending.pop(0)
@@ -76,15 +82,41 @@ def run_jobs(jobs: list[tuple[str, list[str]]], parallel: int, root: Path) -> di
             running.remove(item)
             if process.returncode != 0:
                 raise SystemExit(f"{name} failed; see {handle.name}")
-            seconds[name] = time.perf_counter() - started
-            log(f"done {name} in {seconds[name] / 60:.1f} min")
-    return seconds
+            seconds = time.perf_counter() - started
+            log(f"done {name} in {seconds / 60:.1f} min")
+            recorded = timings(root) | {name: seconds}
+            (root / "timings.json").write_text(json.dumps(recorded, indent=2) + "\n")
 
 
 def search(index: Path, queries: Path, out: Path, extra: Sequence[str] = ()) -> list[str]:
     return [*CLI, "search", "--index", str(index), "--queries", str(queries), "--out", str(out), "--k", str(K),
             "--retriever", "hybrid", "--query-format", "mention+entities", "--rm3", "--device", "cpu",
             "--threads", "1", *extra]
+
+
+def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: Path) -> Path:
+    """``search --reader … --rerank-fusion rrf`` from the reader's spans and the retriever's run,
+    without reading the passages again."""
+    from corefsearch.evaluate.ranking import rank_documents
+    from corefsearch.io import RunRow, read_jsonl, write_run
+    from corefsearch.pipeline import order_reranked
+    from corefsearch.reader.read import ReaderHit
+    from corefsearch.sparse.search import Hit
+
+    read: dict[str, list[ReaderHit]] = {}
+    for _, record in read_jsonl(Path(f"{reranked}.spans.jsonl")):
+        read.setdefault(record["qid"], []).append(ReaderHit(record["passage_id"], record["score"], record["start"],
+                                                            record["end"], record["text"]))
+    run = read_run(retrieved)
+    rows = []
+    for qid in sorted(qids):
+        hits = [Hit(pid, run[qid][pid]) for pid in rank_documents(run.get(qid, {}))]
+        mine = sorted(read.get(qid, []), key=lambda h: -h.score)
+        fused = order_reranked(mine, hits, RERANK_K, fusion="rrf")
+        rows += [RunRow(qid, hit.passage_id, rank, hit.score, "rrf") for rank, hit in enumerate(fused, 1)]
+    out = root / f"{reranked.stem}-rrf.trec"
+    write_run(out, rows)
+    return out
 
 
 def restrict_run(run: dict[str, dict[str, float]], qids: set[str]) -> dict[str, dict[str, float]]:
@@ -132,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                             str(dataset / "queries" / "test.jsonl"), "--out", str(bm25_run),
                                             "--k", str(K), "--query-format", "mention+entities", "--rm3",
                                             "--threads", "1"]))
-    retrieval_seconds = run_jobs(jobs, args.jobs, root)
+    run_jobs(jobs, args.jobs, root)
     training_run = root / "hybrid-train-dev.trec"
     if not training_run.exists():
         training_run.write_text(runs["train"].read_text() + runs["dev"].read_text())
@@ -149,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--negatives", str(args.negatives),
             "--max-train-queries", str(args.train_queries), "--dev-max-queries", str(args.dev_queries),
             "--device", "cpu", "--overwrite"]))
-    training_seconds = run_jobs(jobs, args.jobs, root)
+    run_jobs(jobs, args.jobs, root)
 
     # A seeded sample of the test queries, with its qrels.
     test_queries = Dataset(dataset).queries("test")
@@ -178,11 +210,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         values[name] = {m: evaluation.aggregate[m] for m in METRICS}
     seconds_per_query: dict[str, float] = {}
     for name, _, _ in READERS:
-        evaluation = evaluate_files([reranked[name]], sample_qrels, spans_paths=[Path(f"{reranked[name]}.spans.jsonl")],
-                                    dataset=dataset)[0]
+        spans = Path(f"{reranked[name]}.spans.jsonl")
+        evaluation = evaluate_files([reranked[name]], sample_qrels, spans_paths=[spans], dataset=dataset)[0]
         values[f"retriever + {name}"] = {m: evaluation.aggregate[m] for m in (*METRICS, "EM", "F1")}
         meta = json.loads(Path(f"{reranked[name]}.meta.json").read_text())
         seconds_per_query[f"retriever + {name}"] = meta["reader"]["seconds"] / len(sample_ids)
+    for name, _, _ in READERS:  # the same reader scores, fused with the retriever's ranks (--rerank-fusion rrf)
+        fused = fuse_with_retriever(reranked[name], runs["test"], sample_ids, root)
+        spans = Path(f"{reranked[name]}.spans.jsonl")
+        evaluation = evaluate_files([fused], sample_qrels, spans_paths=[spans], dataset=dataset)[0]
+        values[f"retriever + {name}, RRF with the retriever"] = {m: evaluation.aggregate[m]
+                                                                 for m in (*METRICS, "EM", "F1")}
     best = {m: max(v.get(m, float("-inf")) for v in values.values()) for m in (*METRICS, "EM", "F1")}
     for name, metrics in values.items():
         cells = []
@@ -204,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, _, _ in READERS:
         record = json.loads((models[name] / "training_args.json").read_text())
         curve = json.loads((models[name] / "dev_curve.json").read_text())
-        minutes = training_seconds.get(f"train {name}")
+        minutes = timings(root).get(f"train {name}")
         training.append([name, f"{record['counts']['train_queries']:,}", f"{record['counts']['total_steps']:,}",
                          f"{minutes / 60:.1f}" if minutes else "(earlier run)",
                          "; ".join(("retriever" if p["epoch"] == 0 else f"epoch {p['epoch']}")
@@ -242,9 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         markdown_table(["reader", "train queries", "steps", "minutes", "dev MRR@10 (retriever first)"], training,
                        ["l", "r", "r", "r", "l"]), "",
     ]
-    if retrieval_seconds:
-        text_lines += ["Retrieval (hybrid, k 500, one thread): "
-                       + "; ".join(f"{name} {seconds:.0f} s" for name, seconds in retrieval_seconds.items()), ""]
+    retrieval = {name: seconds for name, seconds in timings(root).items() if name.startswith("retrieve")}
+    if retrieval:
+        text_lines += ["Retrieval (k 500, one thread): "
+                       + "; ".join(f"{name} {seconds:.0f} s" for name, seconds in retrieval.items()), ""]
     section = "\n".join(text_lines) + "\n"
     print(section)
     write_section(SECTION, section)

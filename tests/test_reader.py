@@ -383,6 +383,13 @@ def test_search_with_a_reader_writes_the_run_and_its_spans(tiny_dataset: Path, t
     assert scored.exit_code == 0, scored.output
     metrics = next(iter(json.loads(scored.stdout).values()))
     assert 0 <= metrics["EM"] <= metrics["F1"] <= 1
+    fused = tmp_path / "fused.trec"
+    result = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries", str(queries), "--out", str(fused),
+                                 "--k", "12", "--query-format", "mention", "--reader", str(trained_reader),
+                                 "--rerank-k", "4", "--rerank-fusion", "rrf", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(Path(str(fused) + ".meta.json").read_text())["tag"].endswith("+reader-integrated-rrf")
+    assert read_run(fused).keys() == run.keys()
 
 
 def test_query_with_a_reader_shows_the_span(tiny_index: Path, trained_reader: Path) -> None:
@@ -419,3 +426,20 @@ def test_reader_errors_are_clear(tiny_dataset: Path, tiny_index: Path, tmp_path:
 
 def test_corpus_words_cover_the_passages() -> None:
     assert "blaze" in corpus_words()
+
+
+def test_rerank_orders_by_the_reader_or_fuses_with_the_retriever() -> None:
+    from corefsearch.pipeline import order_reranked
+    from corefsearch.reader.read import ReaderHit
+    from corefsearch.sparse.search import Hit
+
+    retrieved = [Hit(pid, 10.0 - i) for i, pid in enumerate("abcde")]
+    read = [ReaderHit("c", 3.0, 0, 1, "x"), ReaderHit("a", 2.0, 0, 1, "x"), ReaderHit("b", -1.0, 0, 1, "x")]
+    by_reader = order_reranked(read, retrieved, 3)
+    assert [h.passage_id for h in by_reader] == ["c", "a", "b", "d", "e"]
+    assert [h.score for h in by_reader] == [3.0, 2.0, -1.0, -2.0, -3.0]
+    # RRF: a = 1/62 + 1/61, c = 1/61 + 1/63, b = 1/63 + 1/62.
+    fused = order_reranked(read, retrieved, 3, fusion="rrf")
+    assert [h.passage_id for h in fused] == ["a", "c", "b", "d", "e"]
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)

@@ -130,14 +130,17 @@ DeviceOption = Annotated[str, typer.Option(help="Dense and reader: auto | cpu | 
 ReaderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.")]
 RerankOption = Annotated[int, typer.Option(help="With --reader: re-rank the top N retrieved passages.")]
+RerankFusionOption = Annotated[str, typer.Option(
+    help="With --reader: order the re-ranked passages by the reader's score (reader) or by reciprocal rank "
+         "fusion of the reader's and the retriever's ranks (rrf).")]
 
 
-def _reader(reader: Path | None, rerank_k: int, device: str) -> Any:
+def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str) -> Any:
     if reader is None:
         return None
     from corefsearch.pipeline import ReaderOptions
 
-    return ReaderOptions(reader, rerank_k, device=device)
+    return ReaderOptions(reader, rerank_k, device=device, fusion=fusion)
 
 
 def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str) -> Any:
@@ -199,6 +202,7 @@ def search_command(
     device: DeviceOption = "auto",
     reader: ReaderOption = None,
     rerank_k: RerankOption = 50,
+    rerank_fusion: RerankFusionOption = "reader",
     spans_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="With --reader: the spans JSONL to write (default: OUT.spans.jsonl).")] = None,
 ) -> None:
@@ -209,7 +213,7 @@ def search_command(
     summary = search_to_run(index, queries, out, k=k,
                             options=BM25Options(query_format=query_format, rm3=rm3, threads=threads),
                             retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                            reader=_reader(reader, rerank_k, device), spans_out=spans_out)
+                            reader=_reader(reader, rerank_k, device, rerank_fusion), spans_out=spans_out)
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
                   markup=False)
@@ -235,6 +239,7 @@ def query_command(
     device: DeviceOption = "auto",
     reader: ReaderOption = None,
     rerank_k: RerankOption = 50,
+    rerank_fusion: RerankFusionOption = "reader",
 ) -> None:
     """Ask one ad-hoc question: where else is this mention's event mentioned?"""
     from corefsearch.pipeline import adhoc_query
@@ -244,7 +249,7 @@ def query_command(
     result = adhoc_query(index, mention, context, occurrence, k=k,
                          options=BM25Options(query_format=query_format, rm3=rm3, threads=1),
                          retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                         reader=_reader(reader, rerank_k, device))
+                         reader=_reader(reader, rerank_k, device, rerank_fusion))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:

@@ -24,6 +24,7 @@ from corefsearch.sparse.index import LUCENE_DIR, check_index_matches_dataset, lo
 from corefsearch.sparse.search import BM25Options, BM25Searcher, run_rows
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
+RERANK_FUSIONS = ("reader", "rrf")
 
 
 @dataclass
@@ -57,10 +58,13 @@ class ReaderOptions:
     rerank_k: int = 50
     batch_size: int = 32  # windows per forward pass
     device: str = "auto"
+    fusion: str = "reader"  # reader: the reader's order; rrf: reciprocal rank fusion with the retriever's
 
     def validate(self) -> None:
         if self.rerank_k < 1:
             raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        if self.fusion not in RERANK_FUSIONS:
+            raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
         if self.batch_size < 1:
             raise InputError(f"reader batch size must be at least 1, got {self.batch_size}")
 
@@ -76,18 +80,30 @@ def spans_path_for(run_path: Path) -> Path:
 
 
 def rerank_hits(reader: Any, query: Query, hits: list[Any], texts: dict[str, dict[str, Any]],
-                rerank_k: int) -> tuple[list[Any], list[Any]]:
-    """The top ``rerank_k`` hits in the reader's order with the reader's scores, then the rest in
-    the retriever's order with scores below them (a TREC run is ordered by score); and the
-    reader's hits (spans) of the re-ranked ones."""
+                rerank_k: int, fusion: str = "reader") -> tuple[list[Any], list[Any]]:
+    """The top ``rerank_k`` hits re-ranked, then the rest in the retriever's order with scores
+    below them (a TREC run is ordered by score); and the reader's hits (with their spans).
+    ``fusion="reader"`` orders the re-ranked hits by the reader's score; ``"rrf"`` by reciprocal
+    rank fusion of the reader's and the retriever's ranks (the retriever keeps a say)."""
+    head = hits[:rerank_k]
+    read = reader.read(query, [(h.passage_id, texts[h.passage_id]["text"]) for h in head])
+    return order_reranked(read, hits, rerank_k, fusion), read
+
+
+def order_reranked(read: list[Any], hits: list[Any], rerank_k: int, fusion: str = "reader") -> list[Any]:
+    """A query's final ranking from the reader's hits of its top ``rerank_k`` and the retriever's ``hits``."""
     from corefsearch.sparse.search import Hit
 
-    head, tail = hits[:rerank_k], hits[rerank_k:]
-    read = reader.read(query, [(h.passage_id, texts[h.passage_id]["text"]) for h in head])
-    ranked = [Hit(r.passage_id, r.score) for r in read]
-    floor = min((r.score for r in read), default=0.0)
-    ranked += [Hit(h.passage_id, floor - 1.0 - i) for i, h in enumerate(tail)]
-    return ranked, read
+    if fusion == "rrf":
+        from corefsearch.fusion import reciprocal_rank_fusion
+
+        reader_ranking = {"q": [Hit(r.passage_id, r.score) for r in read]}
+        retriever_ranking = {"q": list(hits[:rerank_k])}
+        ranked = reciprocal_rank_fusion([reader_ranking, retriever_ranking], k=len(read))["q"]
+    else:
+        ranked = [Hit(r.passage_id, r.score) for r in read]
+    floor = min((h.score for h in ranked), default=0.0)
+    return ranked + [Hit(h.passage_id, floor - 1.0 - i) for i, h in enumerate(hits[rerank_k:])]
 
 
 def _check_indexes(index: Path, retrieval: RetrievalOptions) -> None:
@@ -260,14 +276,15 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         reranked, span_records = [], []
         reading = time.perf_counter()
         for query, hits in track(retrieved, "Re-ranking"):
-            ranked, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k)
+            ranked, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, reader.fusion)
             reranked.append((query, ranked))
             span_records.extend(hit.to_json(query.id) for hit in read)
-        tag = f"{tag}+reader-{loaded_reader.config.head}"
+        tag = f"{tag}+reader-{loaded_reader.config.head}" + ("-rrf" if reader.fusion == "rrf" else "")
         spans_file = Path(spans_out) if spans_out is not None else spans_path_for(out)
         write_jsonl(spans_file, span_records)  # before the run: a run with --reader always has its spans
         searchers.fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
                                       "head": loaded_reader.config.head, "markers": loaded_reader.config.markers,
+                                      "fusion": reader.fusion,
                                       "spans": str(spans_file.resolve()),
                                       "seconds": round(time.perf_counter() - reading, 3)}
         results = iter(reranked)
@@ -393,7 +410,7 @@ def adhoc_query(index: Path, mention: str, context: str | None = None, occurrenc
     spans: dict[str, tuple[int, int]] = {}
     if loaded_reader is not None and reader is not None:
         texts = _stored_passages(index, [hit.passage_id for hit in hits[:reader.rerank_k]], searchers)
-        hits, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k)
+        hits, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, reader.fusion)
         spans = {r.passage_id: (r.start, r.end) for r in read}
     hits = hits[:k]
     stored = _stored_passages(index, [hit.passage_id for hit in hits], searchers)
