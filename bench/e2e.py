@@ -19,7 +19,7 @@ Lucene index, dense index and trained retriever): ``python bench/dense.py --out-
 
 Writes ``## End to end with readers (bench/e2e.py)`` in bench/RESULTS.md.
 
-Run: ``python bench/e2e.py --dense-dir D [--out-dir DIR] [--train-queries 800] [--negatives 11]``.
+Run: ``python bench/e2e.py [--dense-dir D] [--out-dir DIR] [--train-queries 800] [--negatives 11]``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bm25 import machine, markdown_table, write_section  # noqa: E402
 
+from corefsearch.datasets.dataset import read_queries  # noqa: E402
 from corefsearch.io import read_run, write_qrels  # noqa: E402
 
 SECTION = "## End to end with readers (bench/e2e.py)"
@@ -119,13 +120,48 @@ def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: P
     return out
 
 
+def prepare_retriever(dense_dir: Path) -> tuple[Path, Path, Path]:
+    """The ECB+ all-topics dataset, its Lucene index and the flat dense index of the retriever
+    trained with markers, as bench/dense.py makes them (the same folders, settings and seed)."""
+    from dense import ECBPLUS, build, dense_index, lucene, train
+
+    from corefsearch.datasets.build import BuildOptions
+    from corefsearch.datasets.ecbplus import read_ecbplus
+    from corefsearch.dense.model import BiEncoder
+
+    dense_dir.mkdir(parents=True, exist_ok=True)
+    dataset = build("ecb-all", read_ecbplus(ECBPLUS), BuildOptions(), dense_dir)
+    lucene_index = lucene(dataset, dense_dir)
+    settings = argparse.Namespace(epochs=1, positives_per_query=1, batch_size=16, lr=3e-5, pooling="mean",
+                                  max_steps=None, dev_max_queries=300)
+    model_dir = dense_dir / "model-ecb-markers"
+    if not (model_dir / "corefsearch_retriever.json").exists():
+        log("training the dense retriever with markers (bench/dense.py settings)")
+    model_dir, _ = train(dataset, lucene_index, model_dir, True, settings)
+    flat = dense_dir / f"{dataset.name}-dense_trained_markers-flat"
+    if not (flat / "dense" / "manifest.json").exists():
+        log("encoding the passages with the trained retriever")
+        dense_index(dataset, BiEncoder.load(model_dir, device="cpu"), "dense_trained_markers", dense_dir)
+    return dataset, lucene_index, flat
+
+
+def sample_queries(dataset: Path, split: str, size: int, root: Path) -> Path:
+    """A seeded sample of ``size`` queries of ``split`` (in file order) as ``ROOT/SPLIT-sample.jsonl``."""
+    lines = (dataset / "queries" / f"{split}.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    chosen = sorted(random.Random(13).sample(range(len(lines)), min(size, len(lines))))
+    out = root / f"{split}-sample.jsonl"
+    out.write_text("".join(lines[i] for i in chosen), encoding="utf-8")
+    return out
+
+
 def restrict_run(run: dict[str, dict[str, float]], qids: set[str]) -> dict[str, dict[str, float]]:
     return {qid: hits for qid, hits in run.items() if qid in qids}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dense-dir", type=Path, required=True, help="working folder of bench/dense.py")
+    parser.add_argument("--dense-dir", type=Path, default=None,
+                        help="working folder of bench/dense.py (default: OUT_DIR/dense; what is missing is made)")
     parser.add_argument("--out-dir", type=Path, default=None)
     parser.add_argument("--train-queries", type=int, default=800)
     parser.add_argument("--negatives", type=int, default=11)
@@ -146,17 +182,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corefsearch.evaluate import evaluate_files, evaluate_run
     from corefsearch.io import read_qrels
 
-    dataset = args.dense_dir / "ecb-all"
+    dataset, lucene_index, flat = prepare_retriever(args.dense_dir or root / "dense")
     index = root / "index"  # the Lucene and the dense index of bench/dense.py side by side
     index.mkdir(exist_ok=True)
-    for kind, source in (("lucene", args.dense_dir / "ecb-all-index" / "lucene"),
-                         ("dense", args.dense_dir / "ecb-all-dense_trained_markers-flat" / "dense")):
+    for kind, source in (("lucene", lucene_index / "lucene"), ("dense", flat / "dense")):
         if not (index / kind).exists():
             (index / kind).symlink_to(source.resolve(), target_is_directory=True)
 
     # The retriever's runs: train + dev (reader training), test (the rows).
+    # Only the sampled train and dev queries are searched: the readers see no others.
+    query_files = {"train": sample_queries(dataset, "train", args.train_queries, root),
+                   "dev": sample_queries(dataset, "dev", args.dev_queries, root),
+                   "test": dataset / "queries" / "test.jsonl"}
     runs = {split: root / f"hybrid-{split}.trec" for split in ("train", "dev", "test")}
-    jobs = [(f"retrieve {split}", search(index, dataset / "queries" / f"{split}.jsonl", path))
+    jobs = [(f"retrieve {split}", search(index, query_files[split], path))
             for split, path in runs.items() if not path.exists()]
     bm25_run = root / "bm25-test.trec"
     if not bm25_run.exists():
@@ -179,24 +218,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             *CLI, "train", "reader", str(dataset), "--run", str(training_run), "--out", str(models[name]),
             "--head", head, "--markers" if markers else "--no-markers", "--epochs", str(args.epochs),
             "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--negatives", str(args.negatives),
-            "--max-train-queries", str(args.train_queries), "--dev-max-queries", str(args.dev_queries),
+            "--dev-max-queries", str(args.dev_queries),
             "--device", "cpu", "--overwrite"]))
     run_jobs(jobs, args.jobs, root)
 
     # A seeded sample of the test queries, with its qrels.
     test_queries = Dataset(dataset).queries("test")
-    sample = sorted(random.Random(13).sample(range(len(test_queries)), min(args.test_queries, len(test_queries))))
-    sample_queries = root / "test-sample.jsonl"
-    sample_ids = {test_queries[i].id for i in sample}
-    lines = (dataset / "queries" / "test.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    sample_queries.write_text("".join(lines[i] for i in sample), encoding="utf-8")
+    test_sample = sample_queries(dataset, "test", args.test_queries, root)
+    sample_ids = {query.id for query in read_queries(test_sample)}
     qrels_all = read_qrels(dataset / "qrels" / "test.txt")
     sample_qrels = root / "test-sample.qrels"
     write_qrels(sample_qrels, [(q, d, r) for q, judged in qrels_all.items() if q in sample_ids
                                for d, r in judged.items()])
 
     reranked = {name: root / f"rerank-{models[name].name}.trec" for name, _, _ in READERS}
-    jobs = [(f"rerank {name}", search(index, sample_queries, reranked[name],
+    jobs = [(f"rerank {name}", search(index, test_sample, reranked[name],
                                       ["--reader", str(models[name]), "--rerank-k", str(RERANK_K)]))
             for name, _, _ in READERS if not reranked[name].exists()]
     run_jobs(jobs, args.jobs, root)
