@@ -48,8 +48,12 @@ from corefsearch.io import read_run, write_qrels  # noqa: E402
 SECTION = "## End to end with readers (bench/e2e.py)"
 METRICS = ("MRR@10", "mAP@10", "mAP@50", "R@10", "R@50")
 K, RERANK_K = 500, 50
-READERS = (("DPR reader, markers", "dpr", True), ("DPR reader, no markers", "dpr", False),
-           ("integrated reader, markers", "integrated", True), ("integrated reader, no markers", "integrated", False))
+# (row name, head, markers, encoder the reader starts from: the bundled base model, or the
+# trained retriever's query encoder, which already knows the markers and the events)
+READERS = (("DPR reader, markers", "dpr", True, "base"), ("DPR reader, no markers", "dpr", False, "base"),
+           ("integrated reader, markers", "integrated", True, "base"),
+           ("integrated reader, no markers", "integrated", False, "base"),
+           ("integrated reader, markers, from the retriever's encoder", "integrated", True, "retriever"))
 CLI = [sys.executable, "-m", "corefsearch.cli"]
 
 
@@ -85,8 +89,7 @@ def run_jobs(jobs: list[tuple[str, list[str]]], parallel: int, root: Path) -> No
                 raise SystemExit(f"{name} failed; see {handle.name}")
             seconds = time.perf_counter() - started
             log(f"done {name} in {seconds / 60:.1f} min")
-            recorded = timings(root) | {name: seconds}
-            (root / "timings.json").write_text(json.dumps(recorded, indent=2) + "\n")
+            record_timing(root, name, seconds)
 
 
 def search(index: Path, queries: Path, out: Path, extra: Sequence[str] = ()) -> list[str]:
@@ -120,9 +123,14 @@ def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: P
     return out
 
 
-def prepare_retriever(dense_dir: Path) -> tuple[Path, Path, Path]:
-    """The ECB+ all-topics dataset, its Lucene index and the flat dense index of the retriever
-    trained with markers, as bench/dense.py makes them (the same folders, settings and seed)."""
+def record_timing(root: Path, name: str, seconds: float) -> None:
+    recorded = timings(root) | {name: seconds}
+    (root / "timings.json").write_text(json.dumps(recorded, indent=2) + "\n")
+
+
+def prepare_retriever(dense_dir: Path, root: Path) -> tuple[Path, Path, Path, Path]:
+    """The ECB+ all-topics dataset, its Lucene index, the retriever trained with markers and its
+    flat dense index, as bench/dense.py makes them (the same folders, settings and seed)."""
     from dense import ECBPLUS, build, dense_index, lucene, train
 
     from corefsearch.datasets.build import BuildOptions
@@ -137,12 +145,16 @@ def prepare_retriever(dense_dir: Path) -> tuple[Path, Path, Path]:
     model_dir = dense_dir / "model-ecb-markers"
     if not (model_dir / "corefsearch_retriever.json").exists():
         log("training the dense retriever with markers (bench/dense.py settings)")
-    model_dir, _ = train(dataset, lucene_index, model_dir, True, settings)
+        started = time.perf_counter()
+        train(dataset, lucene_index, model_dir, True, settings)
+        record_timing(root, "train retriever (2 threads)", time.perf_counter() - started)
     flat = dense_dir / f"{dataset.name}-dense_trained_markers-flat"
     if not (flat / "dense" / "manifest.json").exists():
         log("encoding the passages with the trained retriever")
+        started = time.perf_counter()
         dense_index(dataset, BiEncoder.load(model_dir, device="cpu"), "dense_trained_markers", dense_dir)
-    return dataset, lucene_index, flat
+        record_timing(root, "encode passages (2 threads)", time.perf_counter() - started)
+    return dataset, lucene_index, model_dir, flat
 
 
 def sample_queries(dataset: Path, split: str, size: int, root: Path) -> Path:
@@ -152,6 +164,38 @@ def sample_queries(dataset: Path, split: str, size: int, root: Path) -> Path:
     out = root / f"{split}-sample.jsonl"
     out.write_text("".join(lines[i] for i in chosen), encoding="utf-8")
     return out
+
+
+def reading(values: dict[str, dict[str, float]], ratios: dict[str, float]) -> str:
+    """What the table says, in words (generated from the numbers)."""
+    retriever = values["retriever: hybrid RRF (BM25 + dense markers)"]["MRR@10"]
+    alone = {name: v["MRR@10"] for name, v in values.items() if "reader" in name and "RRF" not in name}
+    fused = {name: v["MRR@10"] for name, v in values.items() if "RRF with the retriever" in name}
+    best_alone, best_fused = max(alone, key=alone.get), max(fused, key=fused.get)
+
+    def mrr(name: str) -> str:
+        return f"{100 * values[f'retriever + {name}']['MRR@10']:.2f}"
+
+    def points(value: float) -> str:
+        return f"{100 * (value - retriever):+.2f}"
+
+    spans = {name: v["F1"] for name, v in values.items() if "F1" in v and "RRF" not in name}
+    best_span = max(spans, key=spans.get)
+    integrated = "retriever + integrated reader, markers"
+    return (
+        f"The retriever alone has MRR@10 {100 * retriever:.2f} on these queries. Re-ranking its top {RERANK_K} "
+        f"by a reader's score alone, the best is {best_alone.removeprefix('retriever + ')} "
+        f"({100 * alone[best_alone]:.2f}, {points(alone[best_alone])} points against the retriever); fusing the "
+        f"reader's ranks with the retriever's (RRF) the best is {best_fused.removeprefix('retriever + ')} "
+        f"({100 * fused[best_fused]:.2f}, {points(fused[best_fused])}). Markers in the reader: integrated "
+        f"{mrr('integrated reader, markers')} with against {mrr('integrated reader, no markers')} without, DPR "
+        f"{mrr('DPR reader, markers')} against {mrr('DPR reader, no markers')}. Starting the integrated reader from "
+        f"the trained retriever's query encoder instead of the base model: "
+        f"{mrr(READERS[-1][0])} against {mrr('integrated reader, markers')}. The integrated reader's MRR@10 is "
+        f"{ratios[integrated]:.2f}× BM25's (aim 1.3×; the paper 1.44× with readers trained on all of CoreSearch "
+        f"on GPUs). Spans: the best F1 is {100 * spans[best_span]:.2f} "
+        f"({best_span.removeprefix('retriever + ')}, EM {100 * values[best_span]['EM']:.2f})."
+    )
 
 
 def restrict_run(run: dict[str, dict[str, float]], qids: set[str]) -> dict[str, dict[str, float]]:
@@ -171,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dev-queries", type=int, default=60)
     parser.add_argument("--test-queries", type=int, default=300)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "RESULTS.md")
     args = parser.parse_args(argv)
     started = dt.datetime.now()
     clock = time.perf_counter()
@@ -182,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corefsearch.evaluate import evaluate_files, evaluate_run
     from corefsearch.io import read_qrels
 
-    dataset, lucene_index, flat = prepare_retriever(args.dense_dir or root / "dense")
+    dataset, lucene_index, retriever, flat = prepare_retriever(args.dense_dir or root / "dense", root)
     index = root / "index"  # the Lucene and the dense index of bench/dense.py side by side
     index.mkdir(exist_ok=True)
     for kind, source in (("lucene", lucene_index / "lucene"), ("dense", flat / "dense")):
@@ -208,20 +253,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not training_run.exists():
         training_run.write_text(runs["train"].read_text() + runs["dev"].read_text())
 
-    # The readers.
-    models = {name: root / f"reader-{head}-{'markers' if markers else 'no-markers'}" for name, head, markers in READERS}
-    jobs = []
-    for name, head, markers in READERS:
-        if (models[name] / "corefsearch_reader.json").exists():
-            continue
-        jobs.append((f"train {name}", [
-            *CLI, "train", "reader", str(dataset), "--run", str(training_run), "--out", str(models[name]),
-            "--head", head, "--markers" if markers else "--no-markers", "--epochs", str(args.epochs),
-            "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--negatives", str(args.negatives),
-            "--dev-max-queries", str(args.dev_queries),
-            "--device", "cpu", "--overwrite"]))
-    run_jobs(jobs, args.jobs, root)
-
     # A seeded sample of the test queries, with its qrels.
     test_queries = Dataset(dataset).queries("test")
     test_sample = sample_queries(dataset, "test", args.test_queries, root)
@@ -231,11 +262,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_qrels(sample_qrels, [(q, d, r) for q, judged in qrels_all.items() if q in sample_ids
                                for d, r in judged.items()])
 
-    reranked = {name: root / f"rerank-{models[name].name}.trec" for name, _, _ in READERS}
-    jobs = [(f"rerank {name}", search(index, test_sample, reranked[name],
-                                      ["--reader", str(models[name]), "--rerank-k", str(RERANK_K)]))
-            for name, _, _ in READERS if not reranked[name].exists()]
-    run_jobs(jobs, args.jobs, root)
+    # The readers: train the missing ones; readers already trained re-rank meanwhile, then the new ones.
+    models = {name: root / (f"reader-{head}-{'markers' if markers else 'no-markers'}"
+                            + ("-from-retriever" if start == "retriever" else ""))
+              for name, head, markers, start in READERS}
+    reranked = {name: root / f"rerank-{models[name].name}.trec" for name, *_ in READERS}
+
+    def rerank_jobs() -> list[tuple[str, list[str]]]:
+        return [(f"rerank {name}", search(index, test_sample, reranked[name],
+                                          ["--reader", str(models[name]), "--rerank-k", str(RERANK_K)]))
+                for name, *_ in READERS
+                if (models[name] / "corefsearch_reader.json").exists() and not reranked[name].exists()]
+
+    jobs = []
+    for name, head, markers, start in READERS:
+        if (models[name] / "corefsearch_reader.json").exists():
+            continue
+        jobs.append((f"train {name}", [
+            *CLI, "train", "reader", str(dataset), "--run", str(training_run), "--out", str(models[name]),
+            "--head", head, "--markers" if markers else "--no-markers", "--epochs", str(args.epochs),
+            "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--negatives", str(args.negatives),
+            "--dev-max-queries", str(args.dev_queries), "--device", "cpu", "--overwrite",
+            *(["--base-model", str(retriever / "query_encoder")] if start == "retriever" else [])]))
+    run_jobs(jobs + rerank_jobs(), args.jobs, root)
+    run_jobs(rerank_jobs(), args.jobs, root)
 
     # Rows.
     rows: list[list[str]] = []
@@ -245,13 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         evaluation = evaluate_run(restrict_run(read_run(path), sample_ids), read_qrels(sample_qrels), "trec", name)
         values[name] = {m: evaluation.aggregate[m] for m in METRICS}
     seconds_per_query: dict[str, float] = {}
-    for name, _, _ in READERS:
+    for name, *_ in READERS:
         spans = Path(f"{reranked[name]}.spans.jsonl")
         evaluation = evaluate_files([reranked[name]], sample_qrels, spans_paths=[spans], dataset=dataset)[0]
         values[f"retriever + {name}"] = {m: evaluation.aggregate[m] for m in (*METRICS, "EM", "F1")}
         meta = json.loads(Path(f"{reranked[name]}.meta.json").read_text())
         seconds_per_query[f"retriever + {name}"] = meta["reader"]["seconds"] / len(sample_ids)
-    for name, _, _ in READERS:  # the same reader scores, fused with the retriever's ranks (--rerank-fusion rrf)
+    for name, *_ in READERS:  # the same reader scores, fused with the retriever's ranks (--rerank-fusion rrf)
         fused = fuse_with_retriever(reranked[name], runs["test"], sample_ids, root)
         spans = Path(f"{reranked[name]}.spans.jsonl")
         evaluation = evaluate_files([fused], sample_qrels, spans_paths=[spans], dataset=dataset)[0]
@@ -275,18 +325,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             (("BM25 mention+entities + RM3", bm25_run), ("retriever: hybrid RRF", runs["test"]))}
 
     training = []
-    for name, _, _ in READERS:
+    for name, *_ in READERS:
         record = json.loads((models[name] / "training_args.json").read_text())
         curve = json.loads((models[name] / "dev_curve.json").read_text())
-        minutes = timings(root).get(f"train {name}")
+        seconds = timings(root).get(f"train {name}")
         training.append([name, f"{record['counts']['train_queries']:,}", f"{record['counts']['total_steps']:,}",
-                         f"{minutes / 60:.1f}" if minutes else "(earlier run)",
+                         f"{seconds / 60:.1f}" if seconds else "(earlier run)",
                          "; ".join(("retriever" if p["epoch"] == 0 else f"epoch {p['epoch']}")
                                    + f" {100 * p['MRR@10']:.2f}" for p in curve)])
 
     total_minutes = (time.perf_counter() - clock) / 60
+    jobs_minutes = sum(timings(root).values()) / 60
     info = machine()
-    text_lines = [SECTION, "", f"- Date: {started:%Y-%m-%d %H:%M} (local time), total run time {total_minutes:.1f} min"]
+    text_lines = [SECTION, "", f"- Date: {started:%Y-%m-%d %H:%M} (local time); this invocation {total_minutes:.1f} "
+                  f"min; the jobs of all invocations in this working folder {jobs_minutes:.1f} min of wall time, "
+                  f"{args.jobs} at a time"]
     text_lines += [f"- {key}: {value}" for key, value in info.items()]
     text_lines += [
         f"- Command: `python bench/e2e.py {shlex.join(sys.argv[1:] if argv is None else list(argv))}`",
@@ -295,11 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "- Retriever: BM25 (mention + named entities, RM3) and the dense retriever with markers of "
         f"bench/dense.py fused by RRF, top {K}; the readers re-rank its top {RERANK_K}; the rest keeps the "
         "retriever's order below them.",
-        f"- Readers (CPU budget): all-MiniLM-L6-v2 (bundled) cross-encoder, {args.epochs} epoch(s) on "
+        "- Readers (CPU budget): cross-encoders on all-MiniLM-L6-v2 (bundled; the reader \"from the retriever's "
+        f"encoder\" starts from the trained retriever's query encoder instead), {args.epochs} epoch(s) on "
         f"{args.train_queries:,} sampled train queries, 1 positive + {args.negatives} negatives from the "
-        f"retriever's top 50 per query, {args.batch_size} queries per step, lr {args.lr:g}, warm-up 10 %, max "
-        "length 256, query window 64, stride 128, max span 10, integrated FFNN hidden 128; the best epoch on "
-        f"{args.dev_queries} dev queries kept. Jobs ran {args.jobs} at a time, one thread each.",
+        f"retriever's top 50 per query, {args.batch_size} queries per step, lr {args.lr:g} (head 1e-3), "
+        "warm-up 10 %, max length 256, query window 64, stride 128, max span 10, integrated FFNN hidden 128; "
+        f"the best epoch on {args.dev_queries} dev queries kept. Jobs ran {args.jobs} at a time, one thread each.",
         "- EM/F1: over the relevant passages among the re-ranked 50 (SQuAD normalisation; a predicted span "
         "counts only where it overlaps the query cluster's mention in that passage).",
         f"- Working folder: `{root}` (not kept in the repository).", "",
@@ -316,13 +370,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         markdown_table(["reader", "train queries", "steps", "minutes", "dev MRR@10 (retriever first)"], training,
                        ["l", "r", "r", "r", "l"]), "",
     ]
-    retrieval = {name: seconds for name, seconds in timings(root).items() if name.startswith("retrieve")}
+    retrieval = {name: seconds for name, seconds in timings(root).items()
+                 if name.startswith(("retrieve", "train retriever", "encode"))}
     if retrieval:
-        text_lines += ["Retrieval (k 500, one thread): "
-                       + "; ".join(f"{name} {seconds:.0f} s" for name, seconds in retrieval.items()), ""]
+        text_lines += ["The retriever (wall time; search at k 500 on one thread, the sampled train and dev queries "
+                       "only): " + "; ".join(f"{name} {seconds:.0f} s" for name, seconds in retrieval.items()), ""]
+    text_lines += ["### Reading", "", reading(values, ratios), ""]
     section = "\n".join(text_lines) + "\n"
     print(section)
-    write_section(SECTION, section)
+    write_section(args.results, section, SECTION)
     log(f"done in {total_minutes:.1f} min")
     return 0
 
