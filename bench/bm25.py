@@ -202,7 +202,8 @@ def java_runtime() -> str:
         from corefsearch.sparse.java import ensure_java
 
         ensure_java()
-        from jnius import autoclass
+        # pyserini.pyclass puts Anserini (and Lucene) on the JVM's class path before it starts.
+        from pyserini.pyclass import autoclass
 
         system = autoclass("java.lang.System")
         lucene = autoclass("org.apache.lucene.util.Version").LATEST.toString()
