@@ -2,14 +2,15 @@
 
 ECB+ events, test queries, collection = all 43 topics (15,812 passages). The retriever is the
 best of bench/dense.py: BM25 (mention + named entities, RM3) fused by RRF with the dense
-retriever trained with mention markers; it retrieves the top 500 for the train, dev and test
-queries. Four readers are trained on that run (train queries; dev queries select the epoch):
-DPR and integrated heads, each with and without markers. Each re-ranks the retriever's top 50 of
-a seeded sample of test queries; the rows are evaluated on those same queries: BM25, the
-retriever alone, and retriever + each reader. Columns: MRR@10, mAP@10, mAP@50, R@10, R@50
-(trec definition), span EM and F1 (SQuAD normalisation; the relevant re-ranked passages, a
-prediction counting only where it overlaps the gold mention) and CPU seconds per query to
-re-rank 50 passages (one thread per job).
+retriever trained with mention markers; it retrieves the top 500 for sampled train and dev
+queries and the test queries. Five readers are trained on that run (train queries; dev queries
+select the epoch): DPR and integrated heads, each with and without markers, and the integrated
+head with markers started from the retriever's query encoder. Each re-ranks the retriever's top
+50 of a seeded sample of test queries; the rows are evaluated on those same queries: BM25, the
+retriever alone, retriever + each reader, and each reader's ranks fused with the retriever's
+(RRF). Columns: MRR@10, mAP@10, mAP@50, R@10, R@50 (trec definition), span EM and F1 (SQuAD
+normalisation; the relevant re-ranked passages, a prediction counting only where it overlaps
+the gold mention) and CPU seconds per query to re-rank 50 passages (one thread per job).
 
 CPU budget: the readers train ``--epochs`` epochs on ``--train-queries`` sampled train queries
 with ``--negatives`` negatives each (the paper: every query, 23 negatives, GPUs); the trainings
