@@ -15,8 +15,9 @@ the gold mention) and CPU seconds per query to re-rank 50 passages (one thread p
 CPU budget: the readers train ``--epochs`` epochs on ``--train-queries`` sampled train queries
 with ``--negatives`` negatives each (the paper: every query, 23 negatives, GPUs); the trainings
 and the re-ranking jobs run ``--jobs`` at a time on one thread each. Every option is printed
-with the results. Needs the working folder of bench/dense.py (its ECB+ all-topics dataset,
-Lucene index, dense index and trained retriever): ``python bench/dense.py --out-dir D`` first.
+with the results. It reuses the ECB+ all-topics dataset, Lucene index, trained retriever (with
+markers) and dense index of a bench/dense.py working folder given as ``--dense-dir``; what is
+missing there is made with bench/dense.py's own steps and settings (about 25 minutes on 2 cores).
 
 Writes ``## End to end with readers (bench/e2e.py)`` in bench/RESULTS.md.
 
