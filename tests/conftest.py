@@ -130,10 +130,10 @@ def subset_dataset(ecbplus_subset: Path, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="session")
 def subset_index(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Lucene index of ``subset_dataset`` (starts the JVM)."""
+    """The Lucene index of ``subset_dataset``, with the fields of field-weighted BM25 (starts the JVM)."""
     from corefsearch.sparse.index import build_lucene_index
 
     out = tmp_path_factory.mktemp("subset-index")
-    build_lucene_index(subset_dataset, out)
+    build_lucene_index(subset_dataset, out, fields=True)
     return out
 

@@ -51,8 +51,10 @@ def write_split(folder: Path, split: str, passages: list[Any], queries: list[Any
 
 @pytest.fixture
 def release(tmp_path: Path) -> Path:
+    folder = tmp_path / "release"
+    folder.mkdir()
     write_split(
-        tmp_path, "Dev",
+        folder, "Dev",
         passages=[
             mention("p1", 1913, FLOOD, 4, 8, title="Great Dayton Flood"),  # "Great Dayton Flood of 1913"
             mention("p2", 1913, LEVEE, 2, 3),  # "1913 flood": end index is inclusive
@@ -62,8 +64,8 @@ def release(tmp_path: Path) -> Path:
             mention("p1", 1913, FLOOD, 4, 8),  # the same mention as passage p1
             mention("q9", 1906, QUAKE, 1, 4),  # a query that is not among the passages
         ])
-    write_split(tmp_path, "Test", passages=[mention("t1", 1913, LEVEE, 3, 3)], queries=[])
-    return tmp_path
+    write_split(folder, "Test", passages=[mention("t1", 1913, LEVEE, 3, 3)], queries=[])
+    return folder
 
 
 def test_documents(release: Path) -> None:

@@ -411,8 +411,10 @@ def test_query_with_a_reader_shows_the_span(tiny_index: Path, trained_reader: Pa
 
 def test_reader_errors_are_clear(tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
     queries = tiny_dataset / "queries" / "dev.jsonl"
+    not_a_reader = tmp_path / "not-a-reader"  # a folder beside the run: a run inside an input is refused
+    not_a_reader.mkdir()
     result = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries", str(queries), "--out",
-                                 str(tmp_path / "r.trec"), "--reader", str(tmp_path)])
+                                 str(tmp_path / "r.trec"), "--reader", str(not_a_reader)])
     assert result.exit_code == 1
     assert "error:" in flat(result.output) and "not a reader" in flat(result.output)
     assert not (tmp_path / "r.trec").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -26,7 +27,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+# Messages are printed whole, never wrapped or cut at the console width (a terminal folds long
+# lines itself; a pipe or log file gets each message on one line).
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _version(value: bool) -> None:
@@ -63,15 +66,27 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             err_console.print("[red]interrupted[/red]: nothing half-written was left in place")
             raise typer.Exit(130) from None
+        except Exception as err:
+            # A Java exception from Pyserini/Anserini that the library did not translate: one line too.
+            from corefsearch.sparse.java_errors import is_java_exception, java_message
+
+            if not is_java_exception(err):
+                raise
+            err_console.print(f"[red]error:[/red] {escape(f'Lucene (Java) failed: {java_message(err)}')}",
+                              highlight=False)
+            raise typer.Exit(1) from None
 
     return wrapper
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
     try:
-        return tuple(float(part) for part in text.split(","))
+        numbers = tuple(float(part) for part in text.split(","))
     except ValueError:
         raise CorefSearchError(f"{option} takes comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(number) for number in numbers):
+        raise CorefSearchError(f"{option} takes finite numbers, got {text!r}")
+    return numbers
 
 
 @app.command("build-dataset")
@@ -80,7 +95,9 @@ def build_dataset_command(
     input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="Corpus file or folder.")],
     source_format: Annotated[str, typer.Option("--format", help="ecbplus | wec | coresearch | generic")],
     out: Annotated[Path, typer.Option("--out", help="Dataset directory to write.")],
-    mention_type: Annotated[str, typer.Option(help="ECB+: event | entity | all.")] = "event",
+    mention_type: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="event | entity | all: the mentions kept (ecbplus, generic; wec and coresearch hold events only). "
+             "Default: event, for generic all.")] = None,
     validated_only: Annotated[bool, typer.Option(
         "--validated-only", help="ECB+: keep only the validated sentences of ECBplus_coreference_sentences.csv."
     )] = False,
@@ -89,8 +106,15 @@ def build_dataset_command(
     passage: Annotated[str, typer.Option(help="Passage unit: sentence | window | document.")] = "sentence",
     window: Annotated[int, typer.Option(help="Sentences per passage with --passage window.")] = 3,
     split_ratios: Annotated[str, typer.Option(
-        help="train,dev,test shares of clusters (wec, generic).")] = "0.8,0.1,0.1",
+        help="train,dev,test shares of clusters (with --split-by clusters).")] = "0.8,0.1,0.1",
     seed: Annotated[int, typer.Option(help="Seed of the cluster split.")] = 13,
+    split_by: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="clusters (a seeded shuffle of the clusters by --split-ratios; default for wec, generic) | corpus "
+             "(each document's own split: ecbplus, coresearch, and generic documents with a 'split' field).")
+    ] = None,
+    sentences: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="generic: how text is cut into sentences: spacy (spaCy's sentencizer within each line; default) "
+             "| newline (one sentence per line). Sentences a mention straddles are joined.")] = None,
     splits: Annotated[str, typer.Option(
         help="Splits to write queries for (ecbplus, coresearch: also the documents kept).")] = "train,dev,test",
     distractors: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
@@ -103,12 +127,13 @@ def build_dataset_command(
     from corefsearch.report import print_build_summary
 
     kept_splits = tuple(s.strip() for s in splits.split(",") if s.strip())
-    source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage, kept_splits)
+    source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage, kept_splits,
+                                   sentences=sentences, split_by=split_by)
     ratios = _floats(split_ratios, "--split-ratios")
     options = BuildOptions(passage=passage, window=window, split_ratios=ratios, seed=seed,  # type: ignore[arg-type]
                            splits=kept_splits,
                            source={"format": source_format, "input": str(input_path),
-                                   "mention_type": mention_type, "validated_only": validated_only,
+                                   **source_options.resolved(source_format), "validated_only": validated_only,
                                    "distractors": [str(p) for p in distractors or []]})
     options.validate()
     documents = read_source(source_format, input_path, source_options)
@@ -117,7 +142,22 @@ def build_dataset_command(
     print_build_summary(summary, console)
 
 
-QUERY_FORMAT_HELP = "BM25 query: mention | mention+entities | sentence | context"
+QUERY_FORMAT_HELP = ("BM25 query: mention | mention+entities | sentence | context | document (the whole "
+                     "document of the query's passage, read from the index)")
+RocchioOption = Annotated[bool, typer.Option(
+    "--rocchio", help="Rocchio pseudo-relevance feedback (Pyserini's defaults; not with --rm3).")]
+FieldsOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--fields", help="Field-weighted BM25 over the index's fields, e.g. sentence=1,title=0.5,document=0.2 "
+                     "(fields: sentence, title, document, contents; not with --rm3/--rocchio).")]
+
+
+def _bm25_options(query_format: str, rm3: bool, rocchio: bool, fields: str | None, threads: int) -> Any:
+    from corefsearch.sparse.search import BM25Options, parse_fields
+
+    return BM25Options(query_format=query_format, rm3=rm3, rocchio=rocchio, threads=threads,
+                       fields=parse_fields(fields) if fields is not None else None)
+
+
 ENCODER_HELP = ("a retriever folder from `train retriever`, a Hugging Face model name or folder, "
                 "or `default` (all-MiniLM-L6-v2, zero-shot)")
 RetrieverOption = Annotated[str, typer.Option(help="bm25 | dense | hybrid (BM25 and dense fused).")]
@@ -157,6 +197,10 @@ def index_command(
     out: Annotated[Path, typer.Option("--out", help="Index directory (OUT/lucene, OUT/dense; both can live in it).")],
     threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing index of the kind being built.")] = False,
+    fields: Annotated[bool, typer.Option(
+        "--fields", help="Lucene: also index the sentence, title and document fields that `search --fields` "
+                         "and `--query-format document` need (INDEX/lucene/fields; about 2.4x the indexing time).")
+                    ] = False,
     dense: Annotated[bool, typer.Option(
         "--dense", help="Build the dense (FAISS) index OUT/dense instead of the Lucene one.")] = False,
     encoder: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -181,7 +225,7 @@ def index_command(
         dense_options = DenseIndexOptions(encoder, faiss_type, batch_size, shard, merge_shards, device, chunk_size)
     elif encoder is not None or shard is not None or merge_shards is not None:
         raise CorefSearchError("--encoder, --shard and --merge-shards build the dense index: add --dense")
-    summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite)
+    summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite, fields=fields)
     print_index_summary(summary, console)
 
 
@@ -194,6 +238,8 @@ def search_command(
     k: Annotated[int, typer.Option("--k", help="Passages per query.")] = 500,
     query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
     rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
+    rocchio: RocchioOption = False,
+    fields: FieldsOption = None,
     threads: Annotated[int, typer.Option(help="Search threads (BM25).")] = 2,
     retriever: RetrieverOption = "bm25",
     encoder: SearchEncoderOption = None,
@@ -205,15 +251,18 @@ def search_command(
     rerank_fusion: RerankFusionOption = "reader",
     spans_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="With --reader: the spans JSONL to write (default: OUT.spans.jsonl).")] = None,
+    save_topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Also write the BM25 query strings as a Pyserini topics file (qid<TAB>query, e.g. topics.tsv), "
+             "for `python -m pyserini.search.lucene --topics FILE.tsv --bm25`.")] = None,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out)."""
     from corefsearch.pipeline import search_to_run
-    from corefsearch.sparse.search import BM25Options
 
     summary = search_to_run(index, queries, out, k=k,
-                            options=BM25Options(query_format=query_format, rm3=rm3, threads=threads),
+                            options=_bm25_options(query_format, rm3, rocchio, fields, threads),
                             retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                            reader=_reader(reader, rerank_k, device, rerank_fusion), spans_out=spans_out)
+                            reader=_reader(reader, rerank_k, device, rerank_fusion), spans_out=spans_out,
+                            save_topics=save_topics)
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
                   markup=False)
@@ -223,14 +272,22 @@ def search_command(
 @user_errors
 def query_command(
     index: Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")],
-    mention: Annotated[str, typer.Option("--mention", help="The mention, as it is written in the context.")],
+    mention: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--mention", help="The mention, as it is written in the context (or --dataset and --qid).")] = None,
     context: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="The passage the mention occurs in (default: the mention alone).")] = None,
     occurrence: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="Which occurrence of the mention in the context (1-based; default the first).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="With --qid: the dataset directory the query comes from (its queries and qrels).")] = None,
+    qid: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--qid", help="Run this query of --dataset (queries/{train,dev,test}.jsonl) and mark the relevant hits "
+                      "and the gold coreferring mentions in them.")] = None,
     k: Annotated[int, typer.Option("--k", help="Passages to show.")] = 10,
     query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
     rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
+    rocchio: RocchioOption = False,
+    fields: FieldsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     retriever: RetrieverOption = "bm25",
     encoder: SearchEncoderOption = None,
@@ -241,15 +298,18 @@ def query_command(
     rerank_k: RerankOption = 50,
     rerank_fusion: RerankFusionOption = "reader",
 ) -> None:
-    """Ask one ad-hoc question: where else is this mention's event mentioned?"""
+    """Ask one ad-hoc question: where else is this mention's event mentioned?
+
+    Or run one query of a dataset (--dataset DATASET --qid ID) and see which hits its qrels judge
+    relevant and where the gold coreferring mentions are.
+    """
     from corefsearch.pipeline import adhoc_query
     from corefsearch.report import print_adhoc_result
-    from corefsearch.sparse.search import BM25Options
 
     result = adhoc_query(index, mention, context, occurrence, k=k,
-                         options=BM25Options(query_format=query_format, rm3=rm3, threads=1),
+                         options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
                          retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                         reader=_reader(reader, rerank_k, device, rerank_fusion))
+                         reader=_reader(reader, rerank_k, device, rerank_fusion), dataset=dataset, qid=qid)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -265,7 +325,14 @@ def evaluate_command(
         help="trec (trec_eval semantics) | coresearch (the paper's code: micro-averaged recall).")] = "trec",
     per_query: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="Write per-query values to this CSV.")] = None,
-    output_format: Annotated[str, typer.Option(help="table | json")] = "table",
+    output_format: Annotated[str, typer.Option(
+        help="table | json | csv (one row per run, one column per metric).")] = "table",
+    metrics: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Comma-separated metrics instead of the defaults: MRR@k, mAP@k, R@k (under --definition), "
+             "`defaults`, or any ir-measures name (trec_eval semantics), e.g. defaults,nDCG@10,P@5,RR,AP,infAP.")
+    ] = None,
+    plot: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Draw the recall@k and MRR@k curves (k = 1 to the run depth) of every run into this PNG.")] = None,
     spans: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
         help="A reader's RUN.spans.jsonl, one per run in the same order: adds EM and F1 (SQuAD v1.1) "
              "over the relevant re-ranked passages; needs --dataset.")] = None,
@@ -274,29 +341,68 @@ def evaluate_command(
 ) -> None:
     """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels).
 
-    With --spans and --dataset also the reader's EM and F1.
+    With --metrics other metrics (any ir-measures name), with --spans and --dataset also the
+    reader's EM and F1, with --plot a PNG of the recall@k and MRR@k curves.
     """
-    from corefsearch.evaluate import evaluate_files, render_table, to_json, write_per_query_csv
+    from corefsearch.evaluate import evaluate_files, parse_metrics, render_table, to_csv, to_json, write_per_query_csv
 
-    if output_format not in ("table", "json"):
-        raise CorefSearchError(f"--output-format must be table or json, got {output_format!r}")
-    evaluations = evaluate_files(runs, qrels, definition=definition, spans_paths=spans, dataset=dataset)
+    if output_format not in ("table", "json", "csv"):
+        raise CorefSearchError(f"--output-format must be table, json or csv, got {output_format!r}")
+    chosen = parse_metrics(metrics) if metrics is not None else None
+    if plot is not None:  # before any work, as --per-query
+        from corefsearch.io import check_output_file
+
+        check_output_file(plot, "--plot", [*(("RUN", run) for run in runs), ("--qrels", qrels),
+                                           *(("--spans", path) for path in spans or ()), ("--dataset", dataset),
+                                           ("--per-query", per_query)])
+    if per_query is not None:  # before any work: never one of the inputs, and writable
+        from corefsearch.io import check_output_file
+
+        check_output_file(per_query, "--per-query", [*(("RUN", run) for run in runs), ("--qrels", qrels),
+                                                     *(("--spans", path) for path in spans or ()),
+                                                     ("--dataset", dataset)])
+    evaluations = evaluate_files(runs, qrels, definition=definition, spans_paths=spans, dataset=dataset,
+                                 metrics=chosen, curves=plot is not None)
     for evaluation in evaluations:
         for message in evaluation.warnings:
             err_console.print(f"[yellow]warning:[/yellow] {escape(f'{evaluation.name}: {message}')}",
                               highlight=False)
     if per_query is not None:
         write_per_query_csv(evaluations, per_query)
+    if plot is not None:
+        from corefsearch.evaluate import plot_curves
+
+        plot_curves([evaluation.curve for evaluation in evaluations if evaluation.curve is not None], plot)
     if output_format == "json":
         sys.stdout.write(json.dumps(to_json(evaluations), indent=2) + "\n")
+    elif output_format == "csv":
+        sys.stdout.write(to_csv(evaluations))
     else:
         render_table(evaluations, console)
+
+
+@app.command("java-env")
+@user_errors
+def java_env_command() -> None:
+    """Print the shell exports for running Pyserini's own command line on corefsearch's indexes.
+
+    Use as `eval "$(corefsearch java-env)"`; in Python, call `corefsearch.configure_java()` instead.
+    """
+    from corefsearch.sparse.java import java_env_script
+
+    sys.stdout.write(java_env_script())
 
 
 # --- corefsearch train ... ----------------------------------------------------------------------------
 
 train_app = typer.Typer(help="Train models on a dataset.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
+
+ThreadsOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="CPU threads of the model (torch.set_num_threads; default: torch's, one per core).")]
+LogEveryOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="Log a line (step, loss, steps/s, ETA) every N steps (0: never; default: 50 when stderr is not a "
+         "terminal, e.g. under nohup, where the progress bar does not show).")]
 
 
 @train_app.command("retriever")
@@ -327,6 +433,10 @@ def train_retriever_command(
     max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="Stop after N optimizer steps in all.")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    dev_max_queries: Annotated[int, typer.Option(
+        help="Dev queries (a seeded sample) scored over the dev passages after each epoch.")] = 500,
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
     checkpoint_every: Annotated[int, typer.Option(
         help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
     overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
@@ -338,7 +448,8 @@ def train_retriever_command(
         base_model=base_model, shared_encoder=shared_encoder, markers=markers, pooling=pooling, epochs=epochs,
         batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup, max_query_len=max_query_len,
         max_passage_len=max_passage_len, hard_negatives=hard_negatives, positives_per_query=positives_per_query,
-        seed=seed, max_steps=max_steps, device=device)
+        seed=seed, max_steps=max_steps, device=device, dev_max_queries=dev_max_queries, threads=threads,
+        log_every=log_every)
     summary = train_retriever(dataset, out, args, index=index, overwrite=overwrite,
                               checkpoint_every=checkpoint_every,
                               log=lambda message: err_console.print(message, markup=False, highlight=False))
@@ -378,6 +489,8 @@ def train_reader_command(
     max_train_queries: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="Train on a seeded sample of N train queries (default: all in the run).")] = None,
     dev_max_queries: Annotated[int, typer.Option(help="Dev queries re-ranked after each epoch.")] = 200,
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
     dev_rerank_k: Annotated[int, typer.Option(help="Dev: re-rank the run's top N.")] = 50,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     checkpoint_every: Annotated[int, typer.Option(
@@ -392,7 +505,7 @@ def train_reader_command(
         weight_decay=weight_decay, warmup=warmup, negatives=negatives, negatives_from=negatives_from,
         max_length=max_length, max_query_len=max_query_len, doc_stride=doc_stride, max_span_len=max_span_len,
         hidden=hidden, seed=seed, max_steps=max_steps, max_train_queries=max_train_queries, device=device,
-        dev_max_queries=dev_max_queries, dev_rerank_k=dev_rerank_k)
+        dev_max_queries=dev_max_queries, dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every)
     summary = train_reader(dataset, run, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
                            log=lambda message: err_console.print(message, markup=False, highlight=False))
     print_reader_summary(summary, console)

@@ -4,8 +4,9 @@ English model for named entities (BM25 query formulation)."""
 from __future__ import annotations
 
 import functools
+import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 # The PyPI re-upload of en_core_web_sm 3.8; installed as a dependency, never downloaded.
@@ -34,23 +35,90 @@ def ner_pipeline() -> Any:
         return spacy.blank("en")
 
 
+# --- texts longer than spaCy's limit ---------------------------------------------------------------
+# spaCy refuses a text longer than ``nlp.max_length`` (1,000,000 characters; error E088). Such a
+# text is cut into pieces of at most that length, each cut at the last line end of the piece,
+# else after its last sentence-final punctuation, else at its last white space; the pieces are
+# processed one by one and their offsets shifted back, with a warning. Texts under
+# the limit are processed whole, exactly as before. Written by hand: spaCy has no such option.
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]\u201d\u2019]*\s")
+
+
+def cut_points(text: str, limit: int) -> list[int]:
+    """The ends of the pieces a text is processed in (the last is ``len(text)``), each piece at most ``limit``."""
+    ends = []
+    start = 0
+    while len(text) - start > limit:
+        window = text[start:start + limit]
+        cut = window.rfind("\n") + 1
+        if cut <= 0:
+            ends_of_sentences = [match.end() for match in _SENTENCE_END.finditer(window)]
+            cut = ends_of_sentences[-1] if ends_of_sentences else 0
+        if cut <= 0:
+            cut = max(window.rfind(" "), window.rfind("\t")) + 1
+        if cut <= 0:
+            cut = limit
+        start += cut
+        ends.append(start)
+    ends.append(len(text))
+    return ends
+
+
+def _pieces(texts: Iterable[str], limit: int, what: str) -> Iterator[tuple[str, tuple[int, int]]]:
+    """``(piece, (text number, offset))`` for spaCy's ``pipe(..., as_tuples=True)``; every text gives at
+    least one piece. The first text over the limit is announced in a warning."""
+    warned = False
+    for number, text in enumerate(texts):
+        if len(text) <= limit:
+            yield text, (number, 0)
+            continue
+        start = 0
+        ends = cut_points(text, limit)
+        if not warned:
+            warned = True
+            warnings.warn(f"a text of {len(text):,} characters is longer than spaCy's limit of {limit:,}: its {what} "
+                          f"were found in {len(ends)} pieces cut at line ends (else sentence ends or spaces), so a "
+                          "sentence that spans a cut is split there (so are other texts over the limit)", stacklevel=4)
+        for end in ends:
+            yield text[start:end], (number, start)
+            start = end
+
+
+def _grouped(nlp: Any, texts: Iterable[str], batch_size: int, what: str) -> Iterator[list[tuple[Any, int]]]:
+    """Per text, its ``(doc, offset)`` pieces, in order."""
+    current: int | None = None
+    group: list[tuple[Any, int]] = []
+    for doc, (number, offset) in nlp.pipe(_pieces(texts, nlp.max_length, what), as_tuples=True,
+                                          batch_size=batch_size):
+        if number != current:
+            if current is not None:
+                yield group
+            current, group = number, []
+        group.append((doc, offset))
+    if current is not None:
+        yield group
+
+
 def sentence_spans(texts: Iterable[str], batch_size: int = 256) -> Iterable[list[tuple[int, int]]]:
     """Character spans of the sentences of each text (white space at the edges trimmed)."""
-    for doc in sentencizer().pipe(texts, batch_size=batch_size):
+    for group in _grouped(sentencizer(), texts, batch_size, "sentences"):
         spans = []
-        for sent in doc.sents:
-            start, end = sent.start_char, sent.end_char
+        for doc, offset in group:
             text = doc.text
-            while start < end and text[start].isspace():
-                start += 1
-            while end > start and text[end - 1].isspace():
-                end -= 1
-            if end > start:
-                spans.append((start, end))
+            for sent in doc.sents:
+                start, end = sent.start_char, sent.end_char
+                while start < end and text[start].isspace():
+                    start += 1
+                while end > start and text[end - 1].isspace():
+                    end -= 1
+                if end > start:
+                    spans.append((start + offset, end + offset))
         yield spans
 
 
 def entities(texts: Iterable[str], batch_size: int = 64) -> Iterable[list[tuple[int, int, str]]]:
     """Named entities ``(start, end, label)`` of each text."""
-    for doc in ner_pipeline().pipe(texts, batch_size=batch_size):
-        yield [(ent.start_char, ent.end_char, ent.label_) for ent in doc.ents]
+    for group in _grouped(ner_pipeline(), texts, batch_size, "named entities"):
+        yield [(ent.start_char + offset, ent.end_char + offset, ent.label_) for doc, offset in group
+               for ent in doc.ents]

@@ -17,9 +17,8 @@ from corefsearch import __version__
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.fusion import FusionOptions
-from corefsearch.io import atomic_file, sha256_file, write_run
+from corefsearch.io import Output, atomic_file, sha256_file, write_run, writes_outputs
 from corefsearch.schema import Query
-from corefsearch.sparse.formulation import formulate
 from corefsearch.sparse.index import LUCENE_DIR, check_index_matches_dataset, load_lucene_manifest
 from corefsearch.sparse.search import BM25Options, BM25Searcher, run_rows
 
@@ -40,6 +39,10 @@ class RetrievalOptions:
         if self.retriever not in RETRIEVERS:
             raise InputError(f"--retriever must be one of {', '.join(RETRIEVERS)}, got {self.retriever!r}")
         self.fusion.validate()
+        if self.uses_dense:
+            from corefsearch.dense.encoder import check_device
+
+            check_device(self.device)
 
     @property
     def uses_bm25(self) -> bool:
@@ -63,10 +66,16 @@ class ReaderOptions:
     def validate(self) -> None:
         if self.rerank_k < 1:
             raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        from corefsearch.dense.encoder import check_device
+
+        check_device(self.device)
         if self.fusion not in RERANK_FUSIONS:
             raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
         if self.batch_size < 1:
             raise InputError(f"reader batch size must be at least 1, got {self.batch_size}")
+        from corefsearch.dense.encoder import check_model_folder
+
+        check_model_folder(Path(self.model), "--reader")
 
     def load(self) -> Any:
         from corefsearch.reader.read import Reader
@@ -177,15 +186,32 @@ class DenseIndexOptions:
     device: str = "auto"
     chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
 
+    def validate(self) -> None:
+        """Every option checked before any work (the dense index builder checks them again)."""
+        from corefsearch.dense.encoder import check_device
+        from corefsearch.dense.faiss_index import check_faiss_type
+        from corefsearch.dense.indexing import parse_shard
+
+        check_faiss_type(self.faiss_type)
+        check_device(self.device)
+        for option, value in (("--batch-size", self.batch_size), ("--chunk-size", self.chunk_size)):
+            if value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
+        if self.merge_shards is not None and self.merge_shards < 1:
+            raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {self.merge_shards}")
+        if self.shard is not None:
+            parse_shard(self.shard)
+
 
 def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None = None, threads: int = 2,
-                  overwrite: bool = False) -> Any:
+                  overwrite: bool = False, fields: bool = False) -> Any:
     """The Lucene index (``dense=None``) or the dense index (or one shard of it, or the merge of
     the shards) of a dataset; both can live in the same ``out`` directory."""
     if dense is None:
         from corefsearch.sparse.index import build_lucene_index
 
-        return build_lucene_index(dataset_dir, out, threads=threads, overwrite=overwrite)
+        return build_lucene_index(dataset_dir, out, threads=threads, overwrite=overwrite, fields=fields)
+    dense.validate()
     from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
 
     if dense.merge_shards is not None:
@@ -232,18 +258,37 @@ def _checked_options(options: BM25Options | None, retrieval: RetrievalOptions | 
     return options, retrieval
 
 
+def _search_outputs(a: dict[str, Any]) -> list[Output]:
+    """What ``search`` writes (the run, and with a reader its spans) and what it reads."""
+    reader = a["reader"]
+    inputs = {"--index": a["index"], "--queries": a["queries_path"],
+              "--reader": reader.model if reader is not None else None}
+    outputs = [Output(a["out"], "--out", inputs=inputs)]
+    if reader is not None:
+        spans = Path(a["spans_out"]) if a["spans_out"] is not None else spans_path_for(a["out"])
+        outputs.append(Output(spans, "--spans-out", inputs={**inputs, "--out": a["out"]}))
+    if a.get("save_topics") is not None:
+        outputs.append(Output(a["save_topics"], "--save-topics", inputs={**inputs, "--out": a["out"]}))
+    return outputs
+
+
+@writes_outputs(_search_outputs)
 def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                   options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
-                  reader: ReaderOptions | None = None, spans_out: Path | None = None) -> SearchSummary:
+                  reader: ReaderOptions | None = None, spans_out: Path | None = None,
+                  save_topics: Path | None = None) -> SearchSummary:
     """Search every query of ``queries_path`` and write the TREC run ``out`` atomically; with a
     ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
-    ``spans_out`` (default ``OUT.spans.jsonl``)."""
+    ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25
+    query strings as a Pyserini topics file (``qid<TAB>query``)."""
     options, retrieval = _checked_options(options, retrieval, k)
+    if save_topics is not None and not retrieval.uses_bm25:
+        raise InputError("--save-topics writes the BM25 query strings: use it with --retriever bm25 or hybrid")
     if reader is not None:
         reader.validate()
     elif spans_out is not None:
         raise InputError("--spans-out names the spans file of --reader: add --reader MODEL_DIR")
-    if not Path(queries_path).is_file():
+    if not Path(queries_path).exists():  # a folder is named as such by read_queries
         raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
                                    "DATASET/queries/{train,dev,test}.jsonl, written by `corefsearch build-dataset "
                                    "--format ecbplus|wec|coresearch|generic INPUT --out DATASET`")
@@ -260,9 +305,12 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
 
             check_dense_index_matches_dataset(index, dataset_dir)
     searchers = _searchers(index, options, retrieval)
+    check_query_passages(queries, searchers, queries_path, index)
     if "fusion" in searchers.fields:
         searchers.fields["fusion"]["depth"] = k  # each retriever's list, before fusing
     loaded_reader = reader.load() if reader is not None else None
+    if save_topics is not None:
+        save_topics_file(save_topics, queries, searchers.bm25.formulate(queries))  # type: ignore[union-attr]
     started = time.perf_counter()
     results = searchers.main.search(queries, k)
     tag = searchers.tag
@@ -296,6 +344,48 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
         "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
     return summary
+
+
+def save_topics_file(path: Path, queries: list[Query], strings: list[str]) -> int:
+    """Write the BM25 query ``strings`` of the ``queries`` as a Pyserini/Anserini topics TSV
+    (``qid<TAB>query``, whitespace folded to single spaces, as corefsearch hands them to
+    Anserini), so that ``python -m pyserini.search.lucene --topics FILE.tsv --bm25`` searches
+    with the same strings. Returns the number of topics written."""
+    from corefsearch.sparse.search import _one_line
+
+    rows = 0
+    with atomic_file(Path(path)) as handle:
+        for query, string in zip(queries, strings, strict=True):
+            if "\t" in query.id or "\n" in query.id:
+                raise InputError(f"query id {query.id!r} holds a tab or line break: it cannot go in a topics TSV")
+            handle.write(f"{query.id}\t{_one_line(string)}\n")
+            rows += 1
+    return rows
+
+
+def check_query_passages(queries: list[Query], searchers: _Searchers, queries_path: Path, index: Path) -> None:
+    """Each query's own passage is left out of its results, so it should be in the index. When
+    none is, the queries belong to another dataset: an error. When some are not (a queries file
+    edited or merged by hand), a warning with their count: they are still searched, and nothing
+    is left out of their results."""
+    import warnings
+
+    wanted = [q.passage_id for q in queries if q.passage_id]
+    if not wanted:
+        return
+    present = (set(searchers.dense.ids) if searchers.dense is not None
+               else searchers.bm25.contains(wanted))  # type: ignore[union-attr]
+    missing = [q for q in queries if q.passage_id and q.passage_id not in present]
+    if not missing:
+        return
+    example = f"e.g. passage {missing[0].passage_id} of query {missing[0].id}"
+    if len(missing) == len(wanted):
+        raise InputError(f"{queries_path}: none of the passages of its {len(wanted):,} queries is in the index "
+                         f"{index} ({example}): the queries come from another dataset; search the queries of the "
+                         "dataset the index was built from, or index this one")
+    warnings.warn(f"{queries_path}: {len(missing):,} of {len(wanted):,} queries name a passage that is not in the "
+                  f"index {index} ({example}); they are searched all the same, but no own passage is left out of "
+                  "their results", stacklevel=3)
 
 
 def run_metadata_path(run_path: Path) -> Path:
@@ -336,6 +426,9 @@ class AdhocHit:
     text: str
     matched: list[tuple[int, int]] = field(default_factory=list)
     span: tuple[int, int] | None = None  # the reader's coreferring span (characters of text)
+    # A query of a dataset (--dataset --qid): relevant in its qrels, and the mentions of its cluster
+    relevant: bool | None = None
+    gold_mentions: list[tuple[int, int]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         record = {"rank": self.rank, "score": self.score, "passage_id": self.passage_id, "title": self.title,
@@ -343,6 +436,10 @@ class AdhocHit:
         if self.span is not None:
             start, end = self.span
             record["span"] = {"start": start, "end": end, "text": self.text[start:end]}
+        if self.relevant is not None:
+            record["relevant"] = self.relevant
+            record["gold_mentions"] = [{"start": start, "end": end, "text": self.text[start:end]}
+                                       for start, end in self.gold_mentions]
         return record
 
 
@@ -356,11 +453,16 @@ class AdhocResult:
     encoder: str | None = None  # the dense encoder's reference (dense, hybrid)
     fusion: str | None = None  # rrf | interpolate (hybrid)
     reader: str | None = None  # the reader's folder (--reader)
+    split: str | None = None  # a query of a dataset: its split ...
+    relevant_total: int | None = None  # ... and how many passages its qrels hold relevant
 
     def to_json(self) -> dict[str, Any]:
-        return {"query": {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
-                          "context": self.query.text, "bm25_query": self.query_string},
-                "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
+        query: dict[str, Any] = {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
+                                 "context": self.query.text, "bm25_query": self.query_string}
+        if self.split is not None:
+            query = {"id": self.query.id, "split": self.split, "passage_id": self.query.passage_id,
+                     "cluster_id": self.query.cluster_id, **query, "relevant_passages": self.relevant_total}
+        return {"query": query, "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
                 "reader": self.reader, "hits": [hit.to_json() for hit in self.hits]}
 
 
@@ -386,27 +488,65 @@ def matched_spans(text: str, query_string: str) -> list[tuple[int, int]]:
     return spans
 
 
-def adhoc_query(index: Path, mention: str, context: str | None = None, occurrence: int | None = None,
+def _query_of(mention: str | None, context: str | None, occurrence: int | None, dataset: Path | None,
+              qid: str | None) -> tuple[Query, int, Any]:
+    """The query to answer, how often its mention occurs in its text, and (``--qid``) its ``DatasetQuery``."""
+    if qid is None:
+        if dataset is not None:
+            raise InputError("--dataset names the dataset of --qid: add --qid ID (a query id of its queries files)")
+        if mention is None:
+            raise InputError("give --mention (and --context), or a dataset query with --dataset DATASET --qid ID")
+        query = adhoc_query_record(mention, context, occurrence)
+        return query, len(re.findall(re.escape(mention), query.text)), None
+    given = [option for option, value in (("--mention", mention), ("--context", context),
+                                          ("--occurrence", occurrence)) if value is not None]
+    if given:
+        raise InputError(f"--qid takes the query's mention and context from the dataset: leave out {given[0]}")
+    if dataset is None:
+        raise InputError("--qid needs the dataset it is a query of: add --dataset DATASET")
+    from corefsearch.datasets.lookup import find_query
+
+    found = find_query(dataset, qid)
+    return found.query, 1, found
+
+
+def adhoc_query(index: Path, mention: str | None = None, context: str | None = None, occurrence: int | None = None,
                 k: int = 10, options: BM25Options | None = None,
-                retrieval: RetrievalOptions | None = None, reader: ReaderOptions | None = None) -> AdhocResult:
+                retrieval: RetrievalOptions | None = None, reader: ReaderOptions | None = None,
+                dataset: Path | None = None, qid: str | None = None) -> AdhocResult:
     """The top ``k`` passages for one mention; with a ``reader``, the retriever's top
-    ``reader.rerank_k`` re-ranked, each with its coreferring span."""
+    ``reader.rerank_k`` re-ranked, each with its coreferring span.
+
+    ``dataset`` and ``qid`` (instead of ``mention`` and ``context``) answer a query of a dataset
+    (its own passage left out, as in ``search``) and mark each hit relevant or not (its qrels)
+    with the mentions of the query's cluster in it (``AdhocHit.relevant``, ``gold_mentions``).
+    """
     options, retrieval = _checked_options(options, retrieval, k)
     if reader is not None:
         reader.validate()
-    query = adhoc_query_record(mention, context, occurrence)
-    occurrences = len(re.findall(re.escape(mention), query.text))
+    query, occurrences, found = _query_of(mention, context, occurrence, dataset, qid)
     _check_indexes(index, retrieval)
+    if dataset is not None:  # gold offsets are into the dataset's passages: the index must hold the same
+        if retrieval.uses_bm25:
+            check_index_matches_dataset(index, dataset)
+        if retrieval.uses_dense:
+            from corefsearch.dense.indexing import check_dense_index_matches_dataset
+
+            check_dense_index_matches_dataset(index, dataset)
     loaded_reader = reader.load() if reader is not None else None
     searchers = _searchers(index, options, retrieval)
-    query_string = formulate([query], options.query_format)[0] if retrieval.uses_bm25 else None
+    query_string = searchers.bm25.formulate([query])[0] if searchers.bm25 is not None else None
+    if query_string is not None:
+        from corefsearch.sparse.search import warn_long_queries
+
+        warn_long_queries([query_string], ["--context"])
     depth = max(k, reader.rerank_k) if reader is not None else k
     if searchers.hybrid is not None:
         hits = searchers.hybrid.search_one(query, query_string, depth)
     elif searchers.dense is not None:
         hits = searchers.dense.search_one(query, depth)
     else:
-        hits = searchers.bm25.search_one(query_string, depth)  # type: ignore[union-attr]
+        hits = searchers.bm25.search_one(query_string, depth, exclude=query.passage_id or None)  # type: ignore[union-attr]
     spans: dict[str, tuple[int, int]] = {}
     if loaded_reader is not None and reader is not None:
         texts = _stored_passages(index, [hit.passage_id for hit in hits[:reader.rerank_k]], searchers)
@@ -421,10 +561,20 @@ def adhoc_query(index: Path, mention: str, context: str | None = None, occurrenc
         matched = matched_spans(passage["text"], query_string) if query_string is not None else []
         results.append(AdhocHit(rank, hit.score, hit.passage_id, passage["title"], passage["text"], matched,
                                 spans.get(hit.passage_id)))
+    if found is not None and dataset is not None:
+        from corefsearch.datasets.lookup import cluster_mentions
+
+        gold = cluster_mentions(dataset, {hit.passage_id for hit in results if hit.passage_id in found.relevant},
+                                query.cluster_id)
+        for hit in results:
+            hit.relevant = hit.passage_id in found.relevant
+            hit.gold_mentions = gold.get(hit.passage_id, [])
     encoder = searchers.dense.manifest["encoder"]["reference"] if searchers.dense is not None else None
     return AdhocResult(query, query_string, occurrences, results, retriever=retrieval.retriever, encoder=encoder,
                        fusion=retrieval.fusion.method if retrieval.retriever == "hybrid" else None,
-                       reader=str(reader.model) if reader is not None else None)
+                       reader=str(reader.model) if reader is not None else None,
+                       split=found.split if found is not None else None,
+                       relevant_total=len(found.relevant) if found is not None else None)
 
 
 def _stored_passages(index: Path, passage_ids: list[str], searchers: _Searchers) -> dict[str, dict[str, Any]]:

@@ -70,6 +70,34 @@ def highlight(text: str, spans: list[tuple[int, int]], style: str = "bold yellow
     return rendered
 
 
+GOLD_OPEN, GOLD_CLOSE = "⟦", "⟧"  # around a gold coreferring mention (kept when the output has no colours)
+GOLD_STYLE = "bold green"
+RELEVANT_MARK = "✓"
+
+
+def marked_text(text: str, styled: list[tuple[int, int, str]], gold: list[tuple[int, int]]) -> object:
+    """``text`` with styled spans, and each ``gold`` span put between ⟦ ⟧ (the other spans moved along)."""
+    from rich.text import Text
+
+    marks = sorted(gold)
+
+    def moved(position: int, closing: bool) -> int:
+        # each gold edge adds one character; one at `position` comes before a span's start, after its end
+        edges = [edge for start, end in marks for edge in (start, end)]
+        return position + sum(1 for edge in edges if edge < position or (edge == position and not closing))
+
+    rendered = Text()
+    cursor = 0
+    for start, end in marks:
+        rendered.append(text[cursor:start])
+        rendered.append(GOLD_OPEN + text[start:end] + GOLD_CLOSE, style=GOLD_STYLE)
+        cursor = end
+    rendered.append(text[cursor:])
+    for start, end, style in styled:
+        rendered.stylize(style, moved(start, closing=False), moved(end, closing=True))
+    return rendered
+
+
 def print_adhoc_result(result: AdhocResult, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -79,6 +107,14 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
     note = (f" (occurrence at character {query.start}; it occurs {result.occurrences} times, "
             "choose with --occurrence)" if result.occurrences > 1 else "")
     console.print(f"Query mention: [bold]{escape(query.mention)}[/bold]{note}", highlight=False)
+    judged = result.split is not None
+    if judged:
+        found = sum(1 for hit in result.hits if hit.relevant)
+        console.print(Text(f"Query {query.id} ({result.split} split, cluster {query.cluster_id}, passage "
+                           f"{query.passage_id}): ") + marked_text(query.text, [], [(query.start, query.end)]))
+        console.print(Text(f"{found} of the {len(result.hits)} hits are relevant ({RELEVANT_MARK}); the qrels hold "
+                           f"{result.relevant_total} relevant passages. {GOLD_OPEN}…{GOLD_CLOSE}: the mentions of "
+                           "the query's cluster."))
     if result.query_string is not None:
         console.print(Text(f"BM25 query: {result.query_string}"))
     if result.encoder is not None:
@@ -89,16 +125,20 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
                            "underlined)"))
     table = Table(show_lines=True)
     table.add_column("rank", justify="right")
+    if judged:
+        table.add_column(RELEVANT_MARK, justify="center")
     table.add_column("score", justify="right")
     table.add_column("passage")
     table.add_column("title")
     table.add_column("text", ratio=1)
     digits = 5 if result.fusion == "rrf" and result.reader is None else 3  # reciprocal-rank scores are small
     for hit in result.hits:
-        text = highlight(hit.text, hit.matched)
+        styled = [(start, end, "bold yellow") for start, end in hit.matched]
         if hit.span is not None:
-            text.stylize("bold underline magenta", *hit.span)  # type: ignore[attr-defined]
-        table.add_row(str(hit.rank), f"{hit.score:.{digits}f}", Text(hit.passage_id), Text(hit.title),
+            styled.append((*hit.span, "bold underline magenta"))
+        text = marked_text(hit.text, styled, hit.gold_mentions)
+        mark = [RELEVANT_MARK if hit.relevant else ""] if judged else []
+        table.add_row(str(hit.rank), *mark, f"{hit.score:.{digits}f}", Text(hit.passage_id), Text(hit.title),
                       text)  # type: ignore[arg-type]
     if not result.hits:
         console.print("No passage matches.")

@@ -28,6 +28,99 @@ def safe_id(raw: object) -> str:
     return text
 
 
+_REQUIRED: Any = object()
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class RecordFields:
+    """Strict, typed reads of the fields of one JSON record, for every JSONL and JSON reader.
+
+    Errors are one line: ``WHERE: SUBJECT: field 'x' must be an integer, got '5'`` (``where`` is
+    ``FILE:LINE``, ``subject`` names the record once its id is known, e.g. ``query q7``). Nothing is
+    converted: ``"5"`` is not 5 and ``true`` is not an integer (``bool`` is an ``int`` in Python).
+    For an optional field, ``null`` is the same as leaving the field out.
+    """
+
+    __slots__ = ("record", "subject", "where")
+
+    def __init__(self, record: dict[str, Any], where: str = "", subject: str = "") -> None:
+        self.record = record
+        self.where = where
+        self.subject = subject
+
+    def _head(self) -> str:
+        return f"{self.where}: " if self.where else ""
+
+    def error(self, why: str) -> InputError:
+        """An error about the record: ``WHERE: SUBJECT: why``."""
+        return InputError(f"{self._head()}{self.subject + ': ' if self.subject else ''}{why}")
+
+    def _value(self, name: str, default: Any) -> Any:
+        value = self.record.get(name)
+        if value is None:
+            if default is _REQUIRED:
+                if name in self.record:
+                    return None  # the type check names it: "must be an integer, got None"
+                raise InputError(f"{self._head()}{self.subject + ' ' if self.subject else ''}"
+                                 f"lacks the field {name!r}")
+            return default
+        return value
+
+    def _wrong(self, name: str, expected: str, value: Any) -> InputError:
+        return self.error(f"field {name!r} must be {expected}, got {_shown(value)}")
+
+    def ident(self, name: str, default: Any = _REQUIRED) -> str:
+        """An identifier: a non-empty string or an integer, as a string."""
+        value = self._value(name, default)
+        if value is default:
+            return value  # type: ignore[no-any-return]
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+            raise self._wrong(name, "a non-empty string or integer", value)
+        return str(value)
+
+    def string(self, name: str, default: Any = _REQUIRED) -> str:
+        value = self._value(name, default)
+        if not isinstance(value, str):
+            raise self._wrong(name, "a string", value)
+        return value
+
+    def integer(self, name: str, default: Any = _REQUIRED) -> int:
+        value = self._value(name, default)
+        if value is default:
+            return value  # type: ignore[no-any-return]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._wrong(name, "an integer", value)
+        return value
+
+    def array(self, name: str, default: Any = _REQUIRED) -> list[Any]:
+        value = self._value(name, default)
+        if not isinstance(value, list):
+            raise self._wrong(name, "a list", value)
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: Any = _REQUIRED) -> Any:
+        """One of ``choices`` (or ``default``, which may be ``None``)."""
+        value = self._value(name, default)
+        if value is default:
+            return value
+        if value not in choices:
+            raise self.error(f"{name} must be one of {', '.join(choices)}, got {_shown(value)}")
+        return value
+
+    def objects(self, name: str) -> list[RecordFields]:
+        """A list of JSON objects (default: empty), each as fields whose errors name its place."""
+        items = self.array(name, [])
+        for position, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise self.error(f"{name}[{position}] must be a JSON object, got {_shown(item)}")
+        subject = f"{self.subject}: " if self.subject else ""
+        return [RecordFields(item, self.where, f"{subject}{name}[{position}]") for position, item in enumerate(items)]
+
+
 @dataclass
 class Mention:
     """A mention with character offsets (``end`` exclusive) into its document's text."""
@@ -110,21 +203,26 @@ class Passage:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, record: dict[str, Any]) -> Passage:
-        try:
-            mentions = [PassageMention(**m) for m in record.get("mentions", [])]
-            passage = cls(id=str(record["id"]), doc_id=str(record.get("doc_id", record["id"])),
-                          title=str(record.get("title", "")), text=str(record["text"]),
-                          mentions=mentions, split=record.get("split"))
-        except KeyError as missing:
-            raise InputError(f"passage record lacks the field {missing}") from None
-        except TypeError as bad:
-            raise InputError(f"passage record {record.get('id')!r}: {bad}") from None
-        for m in passage.mentions:
-            if not (0 <= m.start < m.end <= len(passage.text)):
-                raise InputError(f"passage {passage.id}: mention {m.mention_id} offsets "
-                                 f"[{m.start}, {m.end}) do not fit the text")
-        return passage
+    def from_json(cls, record: dict[str, Any], where: str = "") -> Passage:
+        """A passage from its JSON record, every field checked (``where``, e.g. ``FILE:LINE``,
+        starts each error)."""
+        fields = RecordFields(record, where)
+        passage_id = fields.ident("id")
+        fields.subject = f"passage {passage_id}"
+        doc_id = fields.ident("doc_id", passage_id)
+        title = fields.string("title", "")
+        text = fields.string("text")
+        mentions = []
+        for entry in fields.objects("mentions"):
+            mention_id = entry.ident("mention_id")
+            entry.subject = f"passage {passage_id}: mention {mention_id}"
+            mentions.append(PassageMention(mention_id, entry.integer("start"), entry.integer("end"),
+                                           entry.ident("cluster_id"), entry.choice("type", MENTION_TYPES, "event")))
+        split = fields.choice("split", SPLITS, None)
+        for m in mentions:
+            if not (0 <= m.start < m.end <= len(text)):
+                raise fields.error(f"mention {m.mention_id} offsets [{m.start}, {m.end}) do not fit the text")
+        return cls(id=passage_id, doc_id=doc_id, title=title, text=text, mentions=mentions, split=split)
 
 
 @dataclass
@@ -144,23 +242,20 @@ class Query:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, record: dict[str, Any]) -> Query:
-        try:
-            query = cls(id=str(record["id"]), passage_id=str(record.get("passage_id", "")),
-                        text=str(record["text"]), start=int(record["start"]), end=int(record["end"]),
-                        mention=str(record.get("mention", "")),
-                        cluster_id=str(record.get("cluster_id", "")),
-                        type=str(record.get("type", "event")))
-        except KeyError as missing:
-            raise InputError(f"query record lacks the field {missing}") from None
-        except (TypeError, ValueError) as bad:
-            raise InputError(f"query record {record.get('id')!r}: {bad}") from None
+    def from_json(cls, record: dict[str, Any], where: str = "") -> Query:
+        """A query from its JSON record, every field checked (``where``, e.g. ``FILE:LINE``,
+        starts each error)."""
+        fields = RecordFields(record, where)
+        query_id = fields.ident("id")
+        fields.subject = f"query {query_id}"
+        query = cls(id=query_id, passage_id=fields.ident("passage_id", ""), text=fields.string("text"),
+                    start=fields.integer("start"), end=fields.integer("end"), mention=fields.string("mention", ""),
+                    cluster_id=fields.ident("cluster_id", ""), type=fields.choice("type", MENTION_TYPES, "event"))
         if not (0 <= query.start < query.end <= len(query.text)):
-            raise InputError(f"query {query.id}: offsets [{query.start}, {query.end}) do not fit its text")
+            raise fields.error(f"offsets [{query.start}, {query.end}) do not fit its text")
         actual = query.text[query.start:query.end]
         if query.mention and actual != query.mention:
-            raise InputError(f"query {query.id}: text[{query.start}:{query.end}] is {actual!r}, "
-                             f"not the mention {query.mention!r}")
+            raise fields.error(f"text[{query.start}:{query.end}] is {actual!r}, not the mention {query.mention!r}")
         if not query.mention:
             query.mention = actual
         return query

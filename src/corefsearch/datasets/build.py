@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import random
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +21,15 @@ from typing import Any
 
 from corefsearch import __version__
 from corefsearch.errors import InputError
-from corefsearch.io import atomic_directory, atomic_file, dump_json_line, read_jsonl, sha256_file
+from corefsearch.io import (
+    Output,
+    atomic_directory,
+    atomic_file,
+    dump_json_line,
+    read_jsonl,
+    sha256_file,
+    writes_outputs,
+)
 from corefsearch.progress import track
 from corefsearch.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
 
@@ -196,9 +204,15 @@ class _DatasetWriter:
 
 def _cluster_splits(members: dict[str, list[_MentionRef]], options: BuildOptions,
                     fixed: bool) -> dict[str, str]:
-    """Split of each cluster: the split of its documents, or a seeded shuffle by ratio."""
+    """Split of each cluster: the split of its documents, or a seeded shuffle by ratio.
+
+    With fixed (document) splits a cluster whose mentions lie in documents of several splits
+    takes the split most of its mentions have (ties: the first mention's); its queries still
+    take their own document's split (see ``_write_queries_and_qrels``), as ECB+ does.
+    """
     if fixed:
-        return {cid: refs[0].doc_split or "train" for cid, refs in members.items()}
+        return {cid: Counter(ref.doc_split or "train" for ref in refs).most_common(1)[0][0]
+                for cid, refs in members.items()}
     cluster_ids = sorted(members)
     random.Random(options.seed).shuffle(cluster_ids)
     total = sum(options.split_ratios)
@@ -210,6 +224,16 @@ def _cluster_splits(members: dict[str, list[_MentionRef]], options: BuildOptions
     return splits
 
 
+def _build_outputs(a: dict[str, Any]) -> list[Output]:
+    """The dataset folder, which must not be, hold or lie in the corpus (``options.source["input"]``,
+    ``options.source["sentences_csv"]``) or a distractors file."""
+    source = a["options"].source or {}
+    inputs = [("INPUT", source.get("input")), ("--sentences-csv", source.get("sentences_csv")),
+              *(("--distractors", path) for path in a["distractors"] or ())]
+    return [Output(a["out"], "--out", "dir", inputs)]
+
+
+@writes_outputs(_build_outputs)
 def build_dataset(documents: Iterable[Document], out: Path, options: BuildOptions,
                   distractors: Sequence[Path] = (), overwrite: bool = False,
                   source_name: str = "documents") -> BuildSummary:
@@ -220,8 +244,10 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
     with atomic_directory(out, overwrite=overwrite) as root:
         writer = _DatasetWriter(root, options)
         try:
-            for number, doc in enumerate(track(documents, "Reading documents"), start=1):
-                writer.add_document(doc, f"{source_name}: document {number} ({doc.doc_id})")
+            read = 0
+            for read, doc in enumerate(track(documents, "Reading documents"), start=1):
+                writer.add_document(doc, f"{source_name}: document {read} ({doc.doc_id})")
+            _check_has_mentions(writer, read, source_name)
             for path in distractors:
                 for number, doc in enumerate(track(read_distractors(path), f"Distractors {path.name}"), start=1):
                     writer.add_distractor(doc, f"{path}:{number}")
@@ -233,8 +259,48 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
             warnings.warn(f"{summary.mentions_dropped} mention(s) cross a passage boundary and were left out",
                           stacklevel=2)
         _write_queries_and_qrels(root, writer, options, summary)
+        _check_splits(summary, options, writer.fixed_splits, source_name)
         _write_manifest(root, options, summary)
     return summary
+
+
+def _check_has_mentions(writer: _DatasetWriter, read: int, source_name: str) -> None:
+    """A dataset without documents, passages or mentions would look fine and hold nothing: refuse it."""
+    summary, options = writer.summary, writer.options
+    if read == 0:
+        raise InputError(f"{source_name}: holds no documents; nothing to build a dataset from")
+    if summary.documents == 0:
+        raise InputError(f"{source_name}: none of its {read:,} document(s) is in the split(s) "
+                         f"{','.join(options.splits)} (--splits)")
+    if summary.passages == 0:
+        raise InputError(f"{source_name}: its {summary.documents:,} document(s) hold no text to make passages of")
+    if summary.mentions == 0:
+        why = (f"all {summary.mentions_dropped:,} cross a passage boundary (try --passage window or document)"
+               if summary.mentions_dropped else "queries are made of mentions (see README, File formats)")
+        raise InputError(f"{source_name}: its {summary.documents:,} document(s) hold no mention to make queries "
+                         f"of; {why}")
+
+
+def _check_splits(summary: BuildSummary, options: BuildOptions, fixed: bool, source_name: str) -> None:
+    """A dataset or a split left without queries is a warning that says why and what to do."""
+    if not any(counts.queries for counts in summary.splits.values()):
+        # Still a collection to index and search by hand, so not an error.
+        warnings.warn(f"{source_name}: the dataset has no queries: no cluster has mentions in two different "
+                      f"passages ({summary.mentions:,} mention(s) in {summary.clusters:,} cluster(s)); "
+                      "evaluation needs clusters whose mentions are in two passages or more", stacklevel=3)
+        return
+    with_queries = [split for split, counts in summary.splits.items() if counts.queries]
+    for split, counts in summary.splits.items():
+        if counts.queries:
+            continue
+        if fixed:
+            warnings.warn(f"split {split!r} has no queries: no cluster of its documents has mentions in two "
+                          f"passages; leave it out with --splits {','.join(with_queries)}", stacklevel=3)
+        elif options.split_ratios[SPLITS.index(split)] > 0:  # a ratio of 0 asked for an empty split
+            warnings.warn(f"split {split!r} has no queries: too few clusters with queries "
+                          f"({sum(c.clusters for c in summary.splits.values()):,}) for --split-ratios "
+                          f"{','.join(f'{r:g}' for r in options.split_ratios)}; raise its ratio, or leave it out "
+                          f"with --splits {','.join(with_queries)}", stacklevel=3)
 
 
 def _write_queries_and_qrels(root: Path, writer: _DatasetWriter, options: BuildOptions,
@@ -244,6 +310,11 @@ def _write_queries_and_qrels(root: Path, writer: _DatasetWriter, options: BuildO
         members[ref.cluster_id].append(ref)
     cluster_split = _cluster_splits(members, options, writer.fixed_splits)
     summary.clusters = len(members)
+    mixed = sorted(cid for cid, refs in members.items() if len({ref.doc_split for ref in refs}) > 1)
+    if mixed:
+        warnings.warn(f"{len(mixed):,} cluster(s) have mentions in documents of different splits (e.g. {mixed[0]}): "
+                      "each query takes the split of its own document, and its qrels keep the relevant passages "
+                      "of every split", stacklevel=2)
 
     # Queries need their passage's text: fetch only those passages in a second streaming pass.
     query_refs = [ref for cid, refs in members.items() if len({r.home_passage for r in refs}) >= 2

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from corefsearch.datasets.wec import iter_json_array, squash
+from corefsearch.datasets.wec import squash
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.schema import SPLITS, Document, Mention, safe_id
+from corefsearch.io import read_json_array
+from corefsearch.schema import SPLITS, Document, Mention, RecordFields, safe_id
 
 FILE_KINDS = ("queries", "all_passages", "gold_clusters")
 DISTRACTOR_CHAIN = "-1"
@@ -61,10 +62,10 @@ def _locate(folder: Path, splits: Sequence[str]) -> dict[str, dict[str, Path]]:
 
 def _cluster_ids(path: Path) -> set[str]:
     ids: set[str] = set()
-    for index, record in iter_json_array(path):
+    for index, record in read_json_array(path, "cluster records"):
         if not isinstance(record, dict) or "clusterId" not in record:
             raise InputError(f"{path}: record {index} is not a cluster record with a 'clusterId'")
-        ids.add(str(record["clusterId"]))
+        ids.add(RecordFields(record, str(path), f"record {index}").ident("clusterId"))
     return ids
 
 
@@ -80,10 +81,11 @@ def _document(path: Path, index: int, record: Any, split: str, clusters: set[str
     for name in ("id", "goldChain", "context"):
         if name not in record:
             raise InputError(f"{path}: record {index} lacks the field {name!r}")
-    raw_id, chain, context = record["id"], str(record["goldChain"]), record["context"]
+    raw_id, context = record["id"], record["context"]
     if not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool):
         raise InputError(f"{path}: record {index}: field 'id' must be a string or integer, got {raw_id!r}")
     record_id = safe_id(raw_id)
+    chain = RecordFields(record, str(path), f"record {record_id}").ident("goldChain")
     where = f"{path}: record {record_id}"
     if not isinstance(context, list) or not all(isinstance(t, str) for t in context):
         raise InputError(f"{where}: field 'context' must be a list of strings")
@@ -134,7 +136,8 @@ def read_coresearch(path: Path, splits: Sequence[str] = ("train", "dev", "test")
         clusters = _cluster_ids(files["gold_clusters"])
         for kind in ("all_passages", "queries"):
             file = files[kind]
-            for index, record in iter_json_array(file):
+            for index, record in read_json_array(file, "passage records" if kind == "all_passages"
+                                                 else "query records"):
                 document = _document(file, index, record, split, clusters, files["gold_clusters"],
                                      is_query=kind == "queries")
                 if document.doc_id in seen:

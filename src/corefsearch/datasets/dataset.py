@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,11 @@ class Dataset:
             raise MissingArtefactError(
                 f"{self.root} is not a corefsearch dataset (no manifest.json); create it with "
                 f"`corefsearch build-dataset --format ecbplus|wec|coresearch|generic INPUT --out {self.root}`")
-        try:
-            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise InputError(f"{manifest_path}:{err.lineno}: invalid JSON ({err.msg})") from None
+        from corefsearch.artefacts import read_json_object
+
+        self.manifest: dict[str, Any] = read_json_object(
+            manifest_path, f"rebuild the dataset with `corefsearch build-dataset ... --out {self.root} --overwrite`",
+            "dataset manifest")
 
     @property
     def passages_path(self) -> Path:
@@ -44,10 +44,7 @@ class Dataset:
 
 def iter_passages(path: Path) -> Iterator[Passage]:
     for line_number, record in read_jsonl(path):
-        try:
-            yield Passage.from_json(record)
-        except InputError as err:
-            raise InputError(f"{path}:{line_number}: {err}") from None
+        yield Passage.from_json(record, where=f"{path}:{line_number}")
 
 
 def read_queries(path: Path) -> list[Query]:
@@ -55,10 +52,7 @@ def read_queries(path: Path) -> list[Query]:
     queries = []
     seen: set[str] = set()
     for line_number, record in read_jsonl(path):
-        try:
-            query = Query.from_json(record)
-        except InputError as err:
-            raise InputError(f"{path}:{line_number}: {err}") from None
+        query = Query.from_json(record, where=f"{path}:{line_number}")
         if query.id in seen:
             raise InputError(f"{path}:{line_number}: query id {query.id} occurs twice")
         if any(c.isspace() for c in query.id):

@@ -31,6 +31,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from corefsearch.errors import InputError
+from corefsearch.io import text_lines
 from corefsearch.schema import Document, Mention, safe_id
 
 DEV_TOPICS = frozenset({2, 5, 12, 18, 21, 23, 34, 35})
@@ -90,25 +91,26 @@ def read_validated_sentences(path: Path) -> ValidatedSentences:
     """
     path = Path(path)
     validated: ValidatedSentences = {}
+    # The shared text reader: a folder, binary data or bytes that are not UTF-8 name FILE:LINE;
+    # a BOM and CRLF line ends are accepted.
+    reader = csv.DictReader(line for _, line in text_lines(path))
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle)
-            missing = {"Topic", "File", "Sentence Number"} - set(reader.fieldnames or ())
-            if missing:
-                raise InputError(f"{path}: missing column(s) {', '.join(sorted(missing))} "
-                                 f"(expected Topic,File,Sentence Number)")
-            for row in reader:
-                try:
-                    topic = int(row["Topic"])
-                    sentence = int(row["Sentence Number"])
-                except (TypeError, ValueError):
-                    raise InputError(f"{path}:{reader.line_num}: Topic and Sentence Number must be "
-                                     f"integers") from None
-                name = (row["File"] or "").strip()
-                doc_id = name if name.startswith(f"{topic}_") else f"{topic}_{name}"
-                validated.setdefault(doc_id, set()).add(sentence)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+        missing = {"Topic", "File", "Sentence Number"} - set(reader.fieldnames or ())
+        if missing:
+            raise InputError(f"{path}: missing column(s) {', '.join(sorted(missing))} "
+                             f"(expected Topic,File,Sentence Number)")
+        for row in reader:
+            try:
+                topic = int(row["Topic"])
+                sentence = int(row["Sentence Number"])
+            except (TypeError, ValueError):
+                raise InputError(f"{path}:{reader.line_num}: Topic and Sentence Number must be "
+                                 f"integers") from None
+            name = (row["File"] or "").strip()
+            doc_id = name if name.startswith(f"{topic}_") else f"{topic}_{name}"
+            validated.setdefault(doc_id, set()).add(sentence)
+    except csv.Error as err:
+        raise InputError(f"{path}:{reader.line_num}: not a CSV line ({err})") from None
     return validated
 
 
@@ -144,7 +146,11 @@ def _iter_sources(path: Path) -> Iterator[tuple[str, str, bytes]]:
                 raise InputError(f"{path}: {file.name} occurs twice ({seen[file.name]} and {file})")
             seen[file.name] = file
         for name in sorted(seen, key=_sort_key):
-            yield name, str(seen[name]), seen[name].read_bytes()
+            try:
+                data = seen[name].read_bytes()
+            except OSError as err:
+                raise InputError(f"{seen[name]}: cannot read it ({err.strerror or err})") from None
+            yield name, str(seen[name]), data
         return
     if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
         yield from _iter_tar(path)
@@ -294,7 +300,7 @@ def read_ecbplus(path: Path, mention_type: str = "event", validated_only: bool =
     validated: ValidatedSentences | None = None
     if validated_only:
         csv_path = Path(sentences_csv) if sentences_csv is not None else _default_sentences_csv(path)
-        if not csv_path.is_file():
+        if not csv_path.exists():
             raise InputError(f"{csv_path}: no such file (the ECB+ validated sentences, "
                              f"{SENTENCES_CSV}; give it with --sentences-csv)")
         validated = read_validated_sentences(csv_path)

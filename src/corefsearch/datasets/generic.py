@@ -1,6 +1,7 @@
 """A corpus of your own: ``corpus.jsonl`` and ``mentions.jsonl`` in one folder.
 
-``corpus.jsonl``: ``{"doc_id", "title"?, "text"}`` per line. ``mentions.jsonl``:
+``corpus.jsonl``: ``{"doc_id", "title"?, "text", "split"?}`` per line (``split``: train, dev
+or test, used with ``split_by="corpus"``). ``mentions.jsonl``:
 ``{"mention_id", "doc_id", "start", "end", "cluster_id", "type"?}`` with character offsets
 into the document's text, ``end`` exclusive, ``type`` "event" (default) or "entity".
 Every error names ``FILE:LINE``.
@@ -12,16 +13,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from corefsearch.errors import InputError
 from corefsearch.io import read_jsonl
-from corefsearch.nlp import sentence_spans
-from corefsearch.schema import MENTION_TYPES, Document, Mention, safe_id
+from corefsearch.schema import MENTION_TYPES, SPLITS, Document, Mention, RecordFields, safe_id
+from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES, keep_mentions_whole, sentence_units
 
 CORPUS_FILE = "corpus.jsonl"
 MENTIONS_FILE = "mentions.jsonl"
 PASSAGE_MODES = ("sentence", "document")
+MENTION_TYPE_CHOICES = ("all", "event", "entity")
+SPLIT_BY = ("clusters", "corpus")
 # Documents handed to spaCy at once: large enough for its batching, small enough to stream.
 CHUNK_SIZE = 256
 
@@ -32,37 +34,25 @@ class _CorpusRecord:
     doc_id: str
     title: str
     text: str
-
-
-def _ident(path: Path, line: int, record: dict[str, Any], name: str) -> str:
-    """A required identifier field (string or integer), made TREC-safe."""
-    if name not in record:
-        raise InputError(f"{path}:{line}: lacks the field {name!r}")
-    value = record[name]
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        raise InputError(f"{path}:{line}: field {name!r} must be a non-empty string or integer, "
-                         f"got {value!r}")
-    return safe_id(value)
+    split: str | None = None
 
 
 def _read_corpus(path: Path) -> Iterator[_CorpusRecord]:
     seen: dict[str, int] = {}
     for line, record in read_jsonl(path):
-        doc_id = _ident(path, line, record, "doc_id")
+        fields = RecordFields(record, f"{path}:{line}")
+        doc_id = safe_id(fields.ident("doc_id"))
         if doc_id in seen:
             raise InputError(f"{path}:{line}: duplicate doc_id {doc_id} (first on line {seen[doc_id]})")
         seen[doc_id] = line
-        if "text" not in record:
-            raise InputError(f"{path}:{line}: document {doc_id} lacks the field 'text'")
-        text = record["text"]
-        if not isinstance(text, str):
-            raise InputError(f"{path}:{line}: document {doc_id}: field 'text' must be a string")
-        title = record.get("title")
-        if title is None:
-            title = ""
-        if not isinstance(title, str):
-            raise InputError(f"{path}:{line}: document {doc_id}: field 'title' must be a string")
-        yield _CorpusRecord(line, doc_id, title, text)
+        fields.subject = f"document {doc_id}"
+        text = fields.string("text")
+        title = fields.string("title", "")
+        split = record.get("split")
+        if split is not None and split not in SPLITS:
+            raise InputError(f"{path}:{line}: document {doc_id}: field 'split' must be one of "
+                             f"{', '.join(SPLITS)}, got {split!r}")
+        yield _CorpusRecord(line, doc_id, title, text, split)
 
 
 def _read_mentions(path: Path) -> dict[str, list[tuple[int, Mention]]]:
@@ -70,30 +60,19 @@ def _read_mentions(path: Path) -> dict[str, list[tuple[int, Mention]]]:
     by_doc: dict[str, list[tuple[int, Mention]]] = {}
     seen: dict[str, int] = {}
     for line, record in read_jsonl(path):
-        mention_id = _ident(path, line, record, "mention_id")
+        fields = RecordFields(record, f"{path}:{line}")
+        mention_id = safe_id(fields.ident("mention_id"))
         if mention_id in seen:
             raise InputError(f"{path}:{line}: duplicate mention_id {mention_id} "
                              f"(first on line {seen[mention_id]})")
         seen[mention_id] = line
-        doc_id = _ident(path, line, record, "doc_id")
-        cluster_id = _ident(path, line, record, "cluster_id")
-        offsets = []
-        for name in ("start", "end"):
-            if name not in record:
-                raise InputError(f"{path}:{line}: mention {mention_id} lacks the field {name!r}")
-            value = record[name]
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InputError(f"{path}:{line}: mention {mention_id}: field {name!r} must be an integer, "
-                                 f"got {value!r}")
-            offsets.append(value)
-        start, end = offsets
+        fields.subject = f"mention {mention_id}"
+        doc_id = safe_id(fields.ident("doc_id"))
+        cluster_id = safe_id(fields.ident("cluster_id"))
+        start, end = fields.integer("start"), fields.integer("end")
         if not 0 <= start < end:
-            raise InputError(f"{path}:{line}: mention {mention_id}: offsets [{start}, {end}) are not a "
-                             "non-empty span (end is exclusive)")
-        kind = record.get("type", "event")
-        if kind not in MENTION_TYPES:
-            raise InputError(f"{path}:{line}: mention {mention_id}: type must be one of {MENTION_TYPES}, "
-                             f"got {kind!r}")
+            raise fields.error(f"offsets [{start}, {end}) are not a non-empty span (end is exclusive)")
+        kind = fields.choice("type", MENTION_TYPES, "event")
         mention = Mention(mention_id=mention_id, doc_id=doc_id, start=start, end=end,
                           cluster_id=cluster_id, type=kind)
         by_doc.setdefault(doc_id, []).append((line, mention))
@@ -109,36 +88,71 @@ def _whole_text(text: str) -> list[tuple[int, int]]:
     return [(0, len(text))] if text.strip() else []
 
 
-def _units(chunk: list[_CorpusRecord], passage: str) -> list[list[tuple[int, int]]]:
+def _units(chunk: list[_CorpusRecord], passage: str, sentences: str) -> list[list[tuple[int, int]]]:
     if passage == "document":
         return [_whole_text(record.text) for record in chunk]
-    return list(sentence_spans([record.text for record in chunk], batch_size=CHUNK_SIZE))
+    return sentence_units([record.text for record in chunk], sentences, batch_size=CHUNK_SIZE)
 
 
-def read_generic(folder: Path, passage: str = "sentence") -> Iterator[Document]:
+def _document_split(path: Path, record: _CorpusRecord, split_by: str) -> str | None:
+    """The document's own split with ``split_by="corpus"``; ``None`` (split by clusters) otherwise."""
+    if split_by != "corpus":
+        return None
+    if record.split is None:
+        raise InputError(f"{path}:{record.line}: document {record.doc_id} has no field 'split'; --split-by corpus "
+                         f"takes each document's split ({', '.join(SPLITS)}) from {CORPUS_FILE}: add it to "
+                         "every document, or split by clusters (--split-by clusters)")
+    return record.split
+
+
+def read_generic(folder: Path, passage: str = "sentence", *, sentences: str = DEFAULT_SENTENCES,
+                 mention_type: str = "all", split_by: str = "clusters") -> Iterator[Document]:
     """Yield the documents of ``folder/corpus.jsonl`` with their mentions from ``folder/mentions.jsonl``.
 
-    Units are the sentences of each text (``passage="sentence"``) or the whole text
-    (``passage="document"``). Mentions are held in memory; the corpus is streamed.
+    Units are the sentences of each text (``passage="sentence"``; ``sentences`` picks how they
+    are found, see ``segmentation.py``) or the whole text (``passage="document"``); sentences a
+    mention straddles are joined, so no mention is lost at a sentence boundary. Only mentions of
+    ``mention_type`` (``event``, ``entity`` or ``all``) are kept; the others are still checked.
+    ``split_by="corpus"`` gives each document the ``split`` of its corpus line (required on
+    every line); ``"clusters"`` leaves the split to ``build`` (a seeded shuffle of the clusters).
+    Mentions are held in memory; the corpus is streamed.
     """
     if passage not in PASSAGE_MODES:
         raise InputError(f"passage must be one of {PASSAGE_MODES}, got {passage!r}")
+    if sentences not in SENTENCE_MODES:
+        raise InputError(f"--sentences must be one of {', '.join(SENTENCE_MODES)}, got {sentences!r}")
+    if mention_type not in MENTION_TYPE_CHOICES:
+        raise InputError(f"--mention-type must be one of {', '.join(MENTION_TYPE_CHOICES)}, got {mention_type!r}")
+    if split_by not in SPLIT_BY:
+        raise InputError(f"--split-by must be one of {', '.join(SPLIT_BY)}, got {split_by!r}")
     folder = Path(folder)
+    if folder.is_file():
+        raise InputError(f"{folder}: the generic format is a folder holding {CORPUS_FILE} and {MENTIONS_FILE}, "
+                         "not a file")
     corpus_path, mentions_path = folder / CORPUS_FILE, folder / MENTIONS_FILE
     mentions = _read_mentions(mentions_path)
+    counts = {kind: 0 for kind in MENTION_TYPES}
     for chunk in _chunks(_read_corpus(corpus_path)):
-        for record, units in zip(chunk, _units(chunk, passage), strict=True):
+        for record, units in zip(chunk, _units(chunk, passage, sentences), strict=True):
             document = Document(doc_id=record.doc_id, text=record.text, title=record.title,
-                                units=units, split=None)
+                                units=units, split=_document_split(corpus_path, record, split_by))
             for line, mention in mentions.pop(record.doc_id, []):
                 mention.validate(record.text, where=f"{mentions_path}:{line}")
-                document.mentions.append(mention)
+                counts[mention.type] += 1
+                if mention_type in ("all", mention.type):
+                    document.mentions.append(mention)
+            if passage == "sentence":
+                document.units = keep_mentions_whole(units, ((m.start, m.end) for m in document.mentions))
             yield document
     # Whatever is left names a document the corpus does not have.
     if mentions:
         line, mention = min((entries[0] for entries in mentions.values()), key=lambda entry: entry[0])
         raise InputError(f"{mentions_path}:{line}: mention {mention.mention_id} names doc_id "
                          f"{mention.doc_id}, which is not in {corpus_path}")
+    if mention_type != "all" and not counts[mention_type] and sum(counts.values()):
+        found = ", ".join(f"{n:,} {kind}" for kind, n in counts.items() if n)
+        raise InputError(f"{mentions_path}: no mention has type {mention_type} (--mention-type {mention_type}); "
+                         f"it holds {found} mention(s) (a mention without 'type' is an event)")
 
 
 def read_distractors(path: Path) -> Iterator[Document]:
@@ -146,6 +160,11 @@ def read_distractors(path: Path) -> Iterator[Document]:
 
     Used for ``--distractors``: passages that mention none of the clusters.
     """
+    count = 0
     for record in _read_corpus(Path(path)):
+        count += 1
         yield Document(doc_id=record.doc_id, text=record.text, title=record.title,
                        units=_whole_text(record.text), split=None)
+    if count == 0:
+        raise InputError(f"{path}: holds no documents; give --distractors a corpus.jsonl-style file with "
+                         "one {\"doc_id\", \"text\"} object a line")

@@ -8,30 +8,79 @@ from pathlib import Path
 
 from corefsearch.errors import InputError
 from corefsearch.schema import Document
+from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 
 SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic")
+MENTION_TYPE_CHOICES = ("event", "entity", "all")
+SPLIT_BY = ("clusters", "corpus")
+# Formats whose documents come with a fixed split (ECB+ topics, CoreSearch's files) and those
+# whose clusters build splits by a seeded shuffle unless told otherwise.
+FIXED_SPLIT_FORMATS = ("ecbplus", "coresearch")
 
 
 @dataclass
 class SourceOptions:
-    mention_type: str = "event"
+    mention_type: str | None = None  # None: the format's default (see effective_mention_type)
     validated_only: bool = False
     sentences_csv: Path | None = None
     passage: str = "sentence"
     splits: tuple[str, ...] = ("train", "dev", "test")
+    sentences: str | None = None  # generic: spacy (the default) | newline (see segmentation.py)
+    split_by: str | None = None  # None: the format's default (see effective_split_by)
+
+    def resolved(self, source_format: str) -> dict[str, str | None]:
+        """The options as they apply to ``source_format`` (defaults filled in), for the manifest."""
+        return {"mention_type": effective_mention_type(source_format, self.mention_type),
+                "split_by": effective_split_by(source_format, self.split_by),
+                "sentences": (self.sentences or DEFAULT_SENTENCES) if source_format == "generic" else None}
+
+
+def effective_mention_type(source_format: str, mention_type: str | None) -> str:
+    """The mention type read: as given, else ``all`` for generic (whatever types its mentions
+    carry, as before the option applied to it) and ``event`` for the others."""
+    if mention_type is None:
+        return "all" if source_format == "generic" else "event"
+    if mention_type not in MENTION_TYPE_CHOICES:
+        raise InputError(f"--mention-type must be one of {', '.join(MENTION_TYPE_CHOICES)}, got {mention_type!r}")
+    return mention_type
+
+
+def effective_split_by(source_format: str, split_by: str | None) -> str:
+    """How the splits are made: as given, else ``corpus`` for the formats with a fixed split and
+    ``clusters`` for the others; refused where it cannot apply."""
+    if split_by is None:
+        return "corpus" if source_format in FIXED_SPLIT_FORMATS else "clusters"
+    if split_by not in SPLIT_BY:
+        raise InputError(f"--split-by must be one of {', '.join(SPLIT_BY)}, got {split_by!r}")
+    if split_by == "clusters" and source_format in FIXED_SPLIT_FORMATS:
+        raise InputError(f"--split-by clusters: {source_format} comes with its own split "
+                         f"(--split-by corpus, the default for it); choose the splits kept with --splits")
+    if split_by == "corpus" and source_format == "wec":
+        raise InputError("--split-by corpus: wec documents carry no split; wec is split by clusters "
+                         "(--split-ratios, --seed)")
+    return split_by
 
 
 def read_source(source_format: str, path: Path, options: SourceOptions) -> Iterator[Document]:
     """Documents (with their mentions) of ``path`` read as ``source_format``."""
+    if source_format not in SOURCE_FORMATS:
+        raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")
+    mention_type = effective_mention_type(source_format, options.mention_type)
+    split_by = effective_split_by(source_format, options.split_by)
+    if source_format != "generic" and options.sentences is not None:
+        raise InputError(f"--sentences applies to --format generic only; {source_format} comes with its own "
+                         "sentences (or paragraphs)")
+    if options.sentences is not None and options.sentences not in SENTENCE_MODES:
+        raise InputError(f"--sentences must be one of {', '.join(SENTENCE_MODES)}, got {options.sentences!r}")
     if not Path(path).exists():
         raise InputError(f"{path}: no such file or folder")
     if source_format == "ecbplus":
         from corefsearch.datasets.ecbplus import read_ecbplus
 
-        return read_ecbplus(path, mention_type=options.mention_type, validated_only=options.validated_only,
+        return read_ecbplus(path, mention_type=mention_type, validated_only=options.validated_only,
                             sentences_csv=options.sentences_csv)
-    if options.mention_type != "event" and source_format in ("wec", "coresearch"):
-        raise InputError(f"--mention-type {options.mention_type}: {source_format} holds event mentions only")
+    if mention_type != "event" and source_format in ("wec", "coresearch"):
+        raise InputError(f"--mention-type {mention_type}: {source_format} holds event mentions only")
     if source_format == "wec":
         from corefsearch.datasets.wec import read_wec
 
@@ -45,5 +94,7 @@ def read_source(source_format: str, path: Path, options: SourceOptions) -> Itera
         from corefsearch.datasets.generic import read_generic
 
         # Windows are made of sentences; only "document" needs no segmentation.
-        return read_generic(path, passage="document" if options.passage == "document" else "sentence")
+        return read_generic(path, passage="document" if options.passage == "document" else "sentence",
+                            sentences=options.sentences or DEFAULT_SENTENCES, mention_type=mention_type,
+                            split_by=split_by)
     raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")

@@ -7,48 +7,21 @@ its distinct paragraphs, in first-seen order, are its units.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import ijson
-
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.errors import InputError
+from corefsearch.io import read_json_array
 from corefsearch.schema import Document, Mention, safe_id
 
 REQUIRED_FIELDS = ("coref_chain", "doc_id", "mention_context", "tokens_number", "tokens_str", "mention_id")
 
 
-def open_binary(path: Path) -> IO[bytes]:
-    """Open a JSON file as bytes for ijson (its fast C backend wants bytes), un-gzipping ``*.gz``."""
-    path = Path(path)
-    if not path.is_file():
-        raise MissingArtefactError(f"{path}: no such file")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return path.open("rb")
-
-
 def iter_json_array(path: Path) -> Iterator[tuple[int, Any]]:
-    """Stream ``(index, item)`` from a file holding one JSON list, never loading it whole."""
-    with open_binary(path) as handle:
-        items = ijson.items(handle, "item", use_float=True)
-        index = 0
-        while True:
-            # Only parsing and decompression errors are translated; the caller's own errors pass.
-            try:
-                item = next(items)
-            except StopIteration:
-                return
-            except ijson.JSONError as err:
-                raise InputError(f"{path}: invalid JSON after record {index} ({err})") from None
-            except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-                raise InputError(f"{path}: damaged gzip file after record {index} ({err})") from None
-            yield index, item
-            index += 1
+    """Stream ``(index, item)`` from a file holding one JSON list (see :func:`corefsearch.io.read_json_array`)."""
+    return read_json_array(path, "mention records")
 
 
 def squash(text: str) -> str:

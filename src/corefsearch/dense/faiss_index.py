@@ -123,10 +123,20 @@ def write_index(index: Any, path: Path) -> None:
     faiss.write_index(index, str(path))
 
 
-def read_index(path: Path) -> Any:
+def read_index(path: Path, remedy: str = "rebuild the dense index (`corefsearch index DATASET --dense --encoder "
+                                       "MODEL --out INDEX --overwrite`)") -> Any:
+    """A FAISS index from ``path``; a truncated or foreign file is one ``InputError`` line (FAISS's own
+    message is a C++ location followed by the failed check)."""
+    import re
+
     import faiss
 
-    return faiss.read_index(str(path))
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError as err:
+        text = " ".join(str(err).split())
+        why = re.sub(r"^Error in .*? at \S+:\d+: ", "", text).removeprefix("Error: ")
+        raise InputError(f"{path}: not a readable FAISS index, truncated or damaged ({why[:200]}); {remedy}") from None
 
 
 def configure_search(index: Any, parameters: dict[str, Any], k: int) -> None:

@@ -4,6 +4,8 @@ Layout, beside the Lucene index in the same INDEX directory::
 
     INDEX/dense/faiss.index           the FAISS index (inner product), row r = line r of ids.txt
     INDEX/dense/ids.txt               one passage id per line, in passages.jsonl order
+    INDEX/dense/index, INDEX/dense/docid   hard links to faiss.index and ids.txt: the names
+                                      Pyserini's FaissSearcher reads (no extra disk)
     INDEX/dense/manifest.json         encoder (reference, passage fingerprint, config, dimension),
                                       passages_sha256, count, FAISS type and parameters, timings, versions
     INDEX/dense.partial/              an encoding in progress (chunks/NNNNN.npy + NNNNN.ids.txt)
@@ -43,7 +45,15 @@ from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.dense import faiss_index
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import atomic_directory, atomic_file, write_json
+from corefsearch.io import (
+    Output,
+    atomic_directory,
+    atomic_file,
+    clean_temporaries_in,
+    model_input,
+    write_json,
+    writes_outputs,
+)
 from corefsearch.progress import track
 
 if TYPE_CHECKING:
@@ -55,6 +65,8 @@ DENSE_DIR = "dense"
 SHARDS_DIR = "dense-shards"
 FAISS_FILE = "faiss.index"
 IDS_FILE = "ids.txt"
+PYSERINI_INDEX_FILE = "index"  # the same file as faiss.index (hard link), for Pyserini's FaissSearcher
+PYSERINI_DOCID_FILE = "docid"  # the same file as ids.txt (hard link)
 VECTORS_FILE = "vectors.npy"
 MANIFEST = "manifest.json"
 DENSE_KIND = "corefsearch-dense-index"
@@ -159,11 +171,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def load_encoder(encoder: str | BiEncoder | None, device: str = "auto") -> BiEncoder:
     """A retriever from a folder, a Hugging Face name or ``default``; an instance passes through."""
-    from corefsearch.dense.encoder import resolve_device
+    from corefsearch.dense.encoder import check_model_folder, resolve_device
     from corefsearch.dense.model import BiEncoder
 
     if isinstance(encoder, BiEncoder):
         return encoder
+    check_model_folder(encoder, "--encoder")
     return BiEncoder.load(encoder or "default", resolve_device(device))
 
 
@@ -248,6 +261,7 @@ def _open_partial(partial: Path, expected: dict[str, Any]) -> None:
     otherwise start over (with a notice when something was there)."""
     manifest = _read_json(partial / MANIFEST)
     if manifest is not None and manifest == expected:
+        clean_temporaries_in(partial / "chunks")  # chunk files a killed run was writing
         return
     if partial.exists():
         if manifest is None:
@@ -351,6 +365,17 @@ def _encode_pending(dataset: Dataset, model: BiEncoder, plan: _Plan, chunks_dir:
                          f"(read {row + 1:,} passages, expected {plan.count:,}); run the command again")
 
 
+def _encoder_input(encoder: Any) -> Path | None:
+    return model_input(encoder) if isinstance(encoder, (str, Path)) else None
+
+
+def _dense_outputs(a: dict[str, Any]) -> list[Output]:
+    shard = a.get("shard")
+    target = Path(a["out"]) / (DENSE_DIR if shard is None else f"{SHARDS_DIR}/{shard_name(shard)}")
+    return [Output(target, "--out", "dir", {"DATASET": a["dataset_dir"], "--encoder": _encoder_input(a["encoder"])})]
+
+
+@writes_outputs(_dense_outputs)
 def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | None,
                       faiss_type: str = "flat", batch_size: int = 64, shard: tuple[int, int] | None = None,
                       device: str = "auto", overwrite: bool = False,
@@ -447,6 +472,21 @@ def _concatenate(files: VectorFiles, rows: int, dimension: int, path: Path) -> N
         raise InputError(f"expected {rows} vectors, found {offset}")
 
 
+def link_pyserini_names(folder: Path) -> None:
+    """``index`` and ``docid`` beside ``faiss.index`` and ``ids.txt``: the names Pyserini's
+    ``FaissSearcher(folder, ...)`` reads. Hard links (no extra disk); copies where the file
+    system has none."""
+    import os
+
+    for name, alias in ((FAISS_FILE, PYSERINI_INDEX_FILE), (IDS_FILE, PYSERINI_DOCID_FILE)):
+        source, target = folder / name, folder / alias
+        target.unlink(missing_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
+
+
 def _write_dense_index(target: Path, files: VectorFiles, count: int, parameters: dict[str, Any],
                        overwrite: bool, fields: dict[str, Any], started: float) -> None:
     """Build the FAISS index from the vector files and write ``target`` atomically."""
@@ -463,6 +503,7 @@ def _write_dense_index(target: Path, files: VectorFiles, count: int, parameters:
                 n_ids += 1
         if n_ids != count:
             raise InputError(f"expected {count} passage ids, found {n_ids}")
+        link_pyserini_names(tmp)
         write_json(tmp / MANIFEST, {"kind": DENSE_KIND, **fields, "faiss": parameters,
                                      "faiss_seconds": round(time.perf_counter() - built, 3),
                                      "created": _now(), "versions": versions(),
@@ -472,6 +513,7 @@ def _write_dense_index(target: Path, files: VectorFiles, count: int, parameters:
 # --- merging shards -------------------------------------------------------------------------
 
 
+@writes_outputs(_dense_outputs)
 def merge_dense_shards(dataset_dir: Path, out: Path, shards: int, faiss_type: str = "flat",
                        encoder: str | BiEncoder | None = None, device: str = "auto",
                        overwrite: bool = False) -> DenseIndexSummary:
@@ -496,7 +538,11 @@ def merge_dense_shards(dataset_dir: Path, out: Path, shards: int, faiss_type: st
         raise MissingArtefactError(f"{len(missing)} of {shards} shards are missing in {out / SHARDS_DIR} "
                                    f"({listed}); encode each with `corefsearch index {dataset_dir} --dense "
                                    f"--encoder MODEL --out {out} --shard I/{shards}`")
-    manifests = [json.loads((folder / MANIFEST).read_text(encoding="utf-8")) for folder in folders]
+    from corefsearch.artefacts import read_json_object
+
+    manifests = [read_json_object(folder / MANIFEST, f"encode the shard again with `corefsearch index {dataset_dir} "
+                                  f"--dense --encoder MODEL --out {out} --shard {i}/{shards} --overwrite`",
+                                  "dense shard manifest") for i, folder in enumerate(folders)]
     passages_sha256, count = scan_passages(dataset.passages_path)
     first = manifests[0]
     expected_rows = 0
@@ -558,9 +604,12 @@ def load_dense_manifest(index: Path) -> dict[str, Any]:
             hint = f" (shards are in {index / SHARDS_DIR}: merge them with --merge-shards N)"
         raise MissingArtefactError(f"no dense index at {index} (expected {manifest_path}){hint}; build it with "
                                    f"`corefsearch index DATASET --dense --encoder MODEL --out {index}`")
-    manifest = _read_json(manifest_path)
-    if manifest is None or manifest.get("kind") != DENSE_KIND:
-        raise InputError(f"{manifest_path}: not a corefsearch dense index manifest")
+    from corefsearch.artefacts import read_json_object
+
+    remedy = f"rebuild the index with `corefsearch index DATASET --dense --encoder MODEL --out {index} --overwrite`"
+    manifest = read_json_object(manifest_path, remedy, "dense index manifest")
+    if manifest.get("kind") != DENSE_KIND:
+        raise InputError(f"{manifest_path}: not a corefsearch dense index manifest; {remedy}")
     return manifest
 
 

@@ -69,9 +69,23 @@ class BiEncoder:
     @classmethod
     def load(cls, name_or_path: str | None, device: str = "cpu") -> BiEncoder:
         """A trained retriever folder, or any Hugging Face model as a zero-shot retriever."""
+        from corefsearch.reader.model import READER_CONFIG
+
+        if name_or_path not in (None, "") and (Path(str(name_or_path)) / READER_CONFIG).exists():
+            raise InputError(f"{name_or_path} is a reader (from `corefsearch train reader`), not a retriever: a dense "
+                             "encoder is a retriever folder from `corefsearch train retriever`, a Hugging Face model "
+                             "name or folder, or `default`; give a reader to --reader")
         if is_retriever_dir(name_or_path):
+            from corefsearch.artefacts import config_from_json
+            from corefsearch.errors import MissingArtefactError
+
             folder = Path(name_or_path)  # type: ignore[arg-type]
-            config = RetrieverConfig(**json.loads((folder / RETRIEVER_CONFIG).read_text(encoding="utf-8")))
+            remedy = f"copy the retriever folder {folder} again, or train it again (`corefsearch train retriever`)"
+            config = config_from_json(RetrieverConfig, folder / RETRIEVER_CONFIG, remedy, "retriever configuration")
+            for name in (QUERY_ENCODER,) if config.shared_encoder else (QUERY_ENCODER, PASSAGE_ENCODER):
+                if not (folder / name).is_dir():
+                    raise MissingArtefactError(f"{folder / name}: no such folder, the retriever is incomplete; "
+                                               f"{remedy}")
             query = TextEncoder.load(str(folder / QUERY_ENCODER), device=device)
             passage = query if config.shared_encoder else TextEncoder.load(str(folder / PASSAGE_ENCODER),
                                                                           device=device)
@@ -86,6 +100,13 @@ class BiEncoder:
         folder.mkdir(parents=True, exist_ok=True)
         self.query_encoder.save(folder / QUERY_ENCODER)
         self.passage_encoder.save(folder / PASSAGE_ENCODER)
+        # Each encoder folder also loads with SentenceTransformer(folder): the same pooling, and
+        # the query window / passage length as max_seq_length.
+        from corefsearch.dense.st_export import write_sentence_transformers_config
+
+        for name, encoder, length in ((QUERY_ENCODER, self.query_encoder, self.config.max_query_len),
+                                      (PASSAGE_ENCODER, self.passage_encoder, self.config.max_passage_len)):
+            write_sentence_transformers_config(folder / name, self.config.pooling, encoder.dimension, length)
         (folder / RETRIEVER_CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
 
     def passage_fingerprint(self) -> str:

@@ -58,7 +58,10 @@ class DenseSearcher:
                              f"{recorded['reference']} or rebuild the index with `corefsearch index DATASET "
                              f"--dense --encoder {given} --out {self.index} --overwrite`")
         self.query_batch_size = query_batch_size
-        self.faiss = faiss_index.read_index(folder / FAISS_FILE)
+        dataset = self.manifest.get("dataset", "DATASET")
+        self.faiss = faiss_index.read_index(
+            folder / FAISS_FILE, f"rebuild it with `corefsearch index {dataset} --dense --encoder "
+                                 f"{recorded['reference']} --out {self.index} --overwrite`")
         with (folder / IDS_FILE).open(encoding="utf-8") as handle:
             self.ids = [line.rstrip("\n") for line in handle]
         if len(self.ids) != self.faiss.ntotal or len(self.ids) != self.manifest["passages"]:

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, WorkDir, rng_state, set_rng_state
-from corefsearch.dense.encoder import POOLINGS, resolve_device
+from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, WorkDir, set_rng_state
+from corefsearch.dense.encoder import POOLINGS, check_model_folder, resolve_device
 from corefsearch.dense.examples import (
     StoredPassage,
     TrainingExample,
@@ -53,15 +53,25 @@ from corefsearch.dense.examples import (
     epoch_examples,
     examples_per_epoch,
     layout_batch,
-    mine_hard_negatives,
     read_relevant,
 )
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
-from corefsearch.io import atomic_directory, sha256_file, write_json
+from corefsearch.io import Output, atomic_directory, model_input, sha256_file, write_json, writes_outputs
+from corefsearch.memory import release_memory
 from corefsearch.schema import Query
-from corefsearch.training import Log, TrainingProgress, adamw, claim_work_dir, default_log, seed_everything
+from corefsearch.training import (
+    Log,
+    StepBoundary,
+    TrainingProgress,
+    adamw,
+    claim_work_dir,
+    default_log,
+    resolve_log_every,
+    seed_everything,
+    set_threads,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -96,6 +106,8 @@ class RetrieverTrainingArguments:
     max_steps: int | None = None
     device: str = "auto"
     dev_max_queries: int | None = 500  # None: every dev query
+    threads: int | None = None  # torch CPU threads; None: torch's default
+    log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
 
     def validate(self) -> None:
         if self.pooling not in POOLINGS:
@@ -105,18 +117,22 @@ class RetrieverTrainingArguments:
             if value < 1:
                 raise InputError(f"{option} must be at least 1, got {value}")
         optional = {"--positives-per-query": self.positives_per_query, "--max-steps": self.max_steps,
-                    "dev_max_queries": self.dev_max_queries}
+                    "--dev-max-queries": self.dev_max_queries, "--threads": self.threads}
         for option, value in optional.items():
             if value is not None and value < 1:
                 raise InputError(f"{option} must be at least 1, got {value}")
         if not self.lr > 0:
             raise InputError(f"--lr must be positive, got {self.lr}")
-        if self.weight_decay < 0:
+        if not self.weight_decay >= 0:  # also refuses NaN
             raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
+        from corefsearch.dense.encoder import check_device
+
+        check_device(self.device)
         if not 0 <= self.warmup < 1:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
         if self.hard_negatives < 0:
             raise InputError(f"--hard-negatives must not be negative, got {self.hard_negatives}")
+        resolve_log_every(self.log_every)
         self.retriever_config().validate()
 
     def retriever_config(self) -> RetrieverConfig:
@@ -155,6 +171,13 @@ class DevSet:
 # --- the run ---------------------------------------------------------------------------------------
 
 
+def _training_outputs(a: dict[str, Any]) -> list[Output]:
+    args = a["args"] or RetrieverTrainingArguments()
+    return [Output(a["out"], "--out", "dir", {"DATASET": a["dataset_dir"], "--index": a["index"],
+                                              "--base-model": model_input(args.base_model)})]
+
+
+@writes_outputs(_training_outputs)
 def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArguments | None = None,
                     index: Path | None = None, *, overwrite: bool = False, checkpoint_every: int = 500,
                     log: Log | None = None,
@@ -170,6 +193,8 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
 
     args = args or RetrieverTrainingArguments()
     args.validate()
+    set_threads(args.threads)
+    check_model_folder(args.base_model, "--base-model")
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
     log = log or default_log
@@ -241,8 +266,11 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
             f"(epoch {state['epoch']}, batch {state['step_in_epoch']:,} of {steps_per_epoch:,}).")
 
     def save_checkpoint() -> None:
+        # The boundary, not the live state: see StepBoundary (weights, optimizer and scheduler are those of
+        # the boundary whenever this runs: they change only inside the `updating` window).
         work.save_checkpoint({"models": [_weights(e) for e in encoders], "optimizer": optimizer.state_dict(),
-                              "scheduler": scheduler.state_dict(), "rng": rng_state(), "progress": dict(state)})
+                              "scheduler": scheduler.state_dict(), "rng": boundary.rng,
+                              "progress": dict(boundary.progress)})
 
     if dev is not None and not state["dev_curve"]:
         metrics = evaluate_dev(model, dev, args)
@@ -253,11 +281,12 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     steps_run, train_seconds = 0, 0.0
     last_saved = state["global_step"]
     updating = False
+    boundary = StepBoundary(state)
     recent: deque[float] = deque(maxlen=50)
     for encoder in encoders:
         encoder.model.train()
     try:
-        with TrainingProgress(total_steps, state["global_step"]) as progress:
+        with TrainingProgress(total_steps, state["global_step"], log, args.log_every) as progress:
             while state["epoch"] <= args.epochs:
                 if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
                     break
@@ -281,6 +310,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
                     value = float(loss.detach())
                     state["loss_sum"] += value
                     state["loss_count"] += 1
+                    boundary.mark(state)
                     updating = False
                     train_seconds += time.perf_counter() - started
                     steps_run += 1
@@ -311,12 +341,13 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
                     + (f", dev {_metrics_text(entry)}" if dev is not None else "")
                     + (" (best so far)" if state["best_epoch"] == epoch and dev is not None else "") + ".")
                 state.update(epoch=epoch + 1, step_in_epoch=0, loss_sum=0.0, loss_count=0)
+                boundary.mark(state)
                 save_checkpoint()
                 last_saved = state["global_step"]
     except KeyboardInterrupt:
-        if not updating and state["global_step"] > last_saved:
+        if not updating and boundary.global_step > last_saved:
             save_checkpoint()
-            last_saved = state["global_step"]
+            last_saved = boundary.global_step
         if work.has_checkpoint():
             log(f"Interrupted: a checkpoint at step {last_saved:,} is in {work.path}; rerun the same command "
                 "to resume.")
@@ -351,6 +382,9 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
         model.save(tmp)
         write_json(tmp / TRAINING_ARGS_FILE, record)
         write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+        from corefsearch.model_card import write_model_card
+
+        write_model_card(tmp, "retriever", record, state["dev_curve"], dataset.manifest, name=str(out))
     work.remove()
     return summary
 
@@ -364,7 +398,8 @@ def _run_record(args: RetrieverTrainingArguments, dataset: Dataset, index: Path 
     import transformers
 
     options = asdict(args)
-    options.pop("device")
+    for how_not_what in ("device", "threads", "log_every"):  # change how the run goes, not its result
+        options.pop(how_not_what)
     checksums = dataset.manifest.get("checksums", {})
     passages_sha = checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path)
     qrels_path = dataset.qrels_path("train")
@@ -393,9 +428,10 @@ def _hard_negative_candidates(work: WorkDir, queries: Sequence[Query], relevant:
     saved = work.read_json(HARD_NEGATIVES_FILE)
     if isinstance(saved, dict):
         return saved
-    from corefsearch.sparse.search import BM25Options, BM25Searcher
+    from corefsearch.dense.mining import mine_in_child
 
-    mined = mine_hard_negatives(queries, relevant, BM25Searcher(Path(index), BM25Options()), args.hard_negatives)
+    # In a child process: the JVM and spaCy's NER pipeline would otherwise hold their memory for the whole run.
+    mined = mine_in_child(Path(index), queries, relevant, args.hard_negatives)
     work.write_json(HARD_NEGATIVES_FILE, mined)
     return mined
 
@@ -482,6 +518,8 @@ def evaluate_dev(model: BiEncoder, dev: DevSet, args: RetrieverTrainingArguments
     run = exact_search(queries, passages, dev.passage_ids, [q.passage_id for q in dev.queries], k=100)
     scored = {q.id: hits for q, hits in zip(dev.queries, run, strict=True)}
     evaluation = evaluate_run(scored, dev.qrels, definition="trec", name="dev")
+    del passages, queries, run
+    release_memory()  # the encoder's activations, freed but kept by the C allocator (about 0.5 GB on ECB+)
     return {metric: round(evaluation.aggregate[metric], 6) for metric in DEV_METRICS}
 
 

@@ -1,12 +1,13 @@
-"""Evaluation of retrieval runs: ranking metrics (trec_eval or CoreSearch definitions),
-a reader's spans (EM and F1 as in SQuAD v1.1), paired significance tests, and reports
-(table, JSON, per-query CSV).
+"""Evaluation of retrieval runs: ranking metrics (trec_eval or CoreSearch definitions, and any
+ir-measures measure), a reader's spans (EM and F1 as in SQuAD v1.1), paired significance tests,
+reports (table, JSON, CSV, per-query CSV) and R@k / MRR@k curves with their plot.
 
-Heavy dependencies (ir-measures, scipy, rich) are imported only when used, so importing
+Heavy dependencies (ir-measures, scipy, rich, matplotlib) are imported only when used, so importing
 this package stays cheap for the CLI.
 """
 
 from corefsearch.evaluate.coresearch import evaluate_coresearch, micro_recall
+from corefsearch.evaluate.curves import Curve, cutoff_curve, plot_curves
 from corefsearch.evaluate.ranking import (
     ALL_METRICS,
     DEFINITIONS,
@@ -16,9 +17,10 @@ from corefsearch.evaluate.ranking import (
     add_span_scores,
     evaluate_files,
     evaluate_run,
+    parse_metrics,
     rank_documents,
 )
-from corefsearch.evaluate.report import render_table, to_json, write_per_query_csv
+from corefsearch.evaluate.report import render_table, to_csv, to_json, write_per_query_csv
 from corefsearch.evaluate.significance import paired_test
 from corefsearch.evaluate.spans import (
     SPAN_METRICS,
@@ -38,10 +40,12 @@ __all__ = [
     "INFAP",
     "METRICS",
     "SPAN_METRICS",
+    "Curve",
     "Evaluation",
     "SpanPrediction",
     "SpanScores",
     "add_span_scores",
+    "cutoff_curve",
     "evaluate_coresearch",
     "evaluate_files",
     "evaluate_run",
@@ -49,11 +53,14 @@ __all__ = [
     "micro_recall",
     "normalize_answer",
     "paired_test",
+    "parse_metrics",
+    "plot_curves",
     "rank_documents",
     "read_spans",
     "render_table",
     "score_pair",
     "score_spans",
+    "to_csv",
     "to_json",
     "token_f1",
     "write_per_query_csv",

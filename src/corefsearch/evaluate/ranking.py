@@ -10,20 +10,29 @@ Two definitions (DESIGN.md §4), never mixed silently:
 
 Relevance ≤ 0 is non-relevant; −1 means "unjudged" for infAP and non-relevant elsewhere.
 
+Other metrics can be asked for (``metrics=``, the CLI's ``--metrics``): the names above with
+any cut-off (MRR@k, mAP@k, R@k: they keep the definition's semantics) and any ir-measures
+measure (nDCG@10, P@5, RR, AP, infAP, Judged@10, ...), which is always trec_eval's.
+
 A reader's spans file can add EM and F1 (SQuAD v1.1, see ``spans.py``) to a run's metrics.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.evaluate.spans import SPAN_METRICS, SpanScores, score_spans
-from corefsearch.io import read_qrels, read_run
+from corefsearch.io import read_qrels, read_run, trec_eval_order
+
+if TYPE_CHECKING:
+    from corefsearch.evaluate.curves import Curve
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -50,6 +59,12 @@ IR_MEASURES_NAMES: dict[str, str] = {
 
 _EXAMPLES = 5  # how many query ids a warning names
 
+# Our metric names with any cut-off: MRR@k, mAP@k, R@k (the definition decides their semantics).
+_DEFINITION_METRIC = re.compile(r"(MRR|mAP|R)@([1-9][0-9]*)")
+_IR_MEASURES_PREFIX = {"MRR": "RR", "mAP": "AP", "R": "R"}
+DEFAULTS_KEYWORD = "defaults"
+METRIC_EXAMPLES = "nDCG@10, P@5, R@1000, RR, RR@10, AP, AP@10, infAP"
+
 
 @dataclass
 class Evaluation:
@@ -63,7 +78,8 @@ class Evaluation:
     With spans, ``aggregate`` also holds EM and F1 (means over the ``n_span_pairs`` scored
     pairs) and ``per_query`` holds them for the queries with a scored pair only (a query
     without one has no span value, rather than a 0 that would blame the reader for retrieval).
-    ``n_span_pairs`` is None without spans.
+    ``n_span_pairs`` is None without spans. ``curve`` (R@k and MRR@k at every k, for the
+    plot) is there when ``evaluate_files`` was asked for it.
     """
 
     name: str
@@ -73,10 +89,56 @@ class Evaluation:
     n_queries: int
     warnings: list[str] = field(default_factory=list)
     n_span_pairs: int | None = None
+    curve: Curve | None = None
 
     @property
     def metrics(self) -> list[str]:
         return list(self.aggregate)
+
+
+def is_definition_metric(metric: str) -> bool:
+    """MRR@k, mAP@k and R@k: computed under the chosen definition (the rest is always trec_eval's)."""
+    return _DEFINITION_METRIC.fullmatch(metric) is not None
+
+
+def ir_measures_name(metric: str) -> str:
+    """The ir-measures name of a metric: MRR@k -> RR@k, mAP@k -> AP@k; others are ir-measures names."""
+    match = _DEFINITION_METRIC.fullmatch(metric)
+    return f"{_IR_MEASURES_PREFIX[match[1]]}@{match[2]}" if match else IR_MEASURES_NAMES.get(metric, metric)
+
+
+def parse_metrics(spec: str | Sequence[str]) -> list[str]:
+    """The metrics of ``--metrics`` (comma-separated, or a list), in the order given, each once.
+
+    A name is one of ours with any cut-off (MRR@k, mAP@k, R@k), ``defaults`` (the default set
+    in its order), or an ir-measures measure (nDCG@10, P@5, RR, AP@100, infAP, ...), spelled as
+    ir-measures prints it. Raises ``InputError`` naming an unknown or incomputable one.
+    """
+    import ir_measures
+
+    names = [part.strip() for part in (spec.split(",") if isinstance(spec, str) else spec)]
+    if not any(names):
+        raise InputError(f"--metrics names no metric; give comma-separated names such as {METRIC_EXAMPLES}")
+    metrics: list[str] = []
+    for name in names:
+        if not name:
+            continue
+        if name == DEFAULTS_KEYWORD:
+            metrics.extend(m for m in METRICS if m not in metrics)
+            continue
+        if not is_definition_metric(name):
+            try:
+                measure = ir_measures.parse_measure(name)
+                # a one-query evaluation: fails now, not after the runs are read, where no provider computes it
+                ir_measures.calc_aggregate([measure], {"q": {"d": 1}}, {"q": {"d": 1.0}})
+            except Exception as err:  # ir-measures raises NameError, ValueError, AssertionError, ...
+                what = "unknown metric" if isinstance(err, NameError) else "ir-measures cannot compute the metric"
+                raise InputError(f"--metrics: {what} {name!r}; give ir-measures names such as {METRIC_EXAMPLES}, "
+                                 f"or {', '.join(METRICS)} ({DEFAULTS_KEYWORD} = all of these)") from None
+            name = str(measure)
+        if name not in metrics:
+            metrics.append(name)
+    return metrics
 
 
 def check_definition(definition: str) -> None:
@@ -85,8 +147,8 @@ def check_definition(definition: str) -> None:
 
 
 def rank_documents(scores: Mapping[str, float]) -> list[str]:
-    """Doc ids best first, in trec_eval's order: score descending, then doc id descending."""
-    return sorted(scores, key=lambda doc: (scores[doc], doc), reverse=True)
+    """Doc ids best first, in trec_eval's order: score (as a C float) descending, then doc id descending."""
+    return trec_eval_order(scores)
 
 
 def _tie_free(scores: Mapping[str, float]) -> dict[str, float]:
@@ -115,19 +177,24 @@ def trec_per_query(run: Run, qrels: Qrels, metrics: Sequence[str]) -> dict[str, 
     """
     import ir_measures
 
-    measures = [ir_measures.parse_measure(IR_MEASURES_NAMES[name]) for name in metrics]
-    ours = {str(measure): name for measure, name in zip(measures, metrics, strict=True)}
+    measures = [ir_measures.parse_measure(ir_measures_name(name)) for name in metrics]
+    # two of our names can be one measure (MRR@10 and RR@10): each gets the value
+    ours: dict[str, list[str]] = {}
+    for measure, name in zip(measures, metrics, strict=True):
+        ours.setdefault(str(measure), []).append(name)
     per_query = {qid: dict.fromkeys(metrics, 0.0) for qid in qrels}
     ranked = {qid: _tie_free(run[qid]) for qid in qrels if run.get(qid)}
     if ranked:
         plain_qrels = {qid: dict(judged) for qid, judged in qrels.items()}
-        for value in ir_measures.iter_calc(measures, plain_qrels, ranked):
-            per_query[value.query_id][ours[str(value.measure)]] = float(value.value)
+        unique = list({str(measure): measure for measure in measures}.values())
+        for value in ir_measures.iter_calc(unique, plain_qrels, ranked):
+            for name in ours[str(value.measure)]:
+                per_query[value.query_id][name] = float(value.value)
     return per_query
 
 
 def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "run",
-                 spans: SpanScores | None = None) -> Evaluation:
+                 spans: SpanScores | None = None, metrics: Sequence[str] | None = None) -> Evaluation:
     """Score ``run`` ({qid: {doc: score}}) against ``qrels`` ({qid: {doc: relevance}}).
 
     Every qrels query is evaluated (``n_queries == len(qrels)``). A qrels query that the run
@@ -137,6 +204,10 @@ def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "
     are ignored, also with a warning. ``infAP`` is added when any qrels relevance is −1.
     Under ``"coresearch"``, infAP (which the paper does not use) is trec_eval's.
     ``spans`` (from ``score_spans``) adds EM and F1 and their warnings.
+
+    ``metrics`` (from ``parse_metrics``) replaces the default set, in its order: MRR@k, mAP@k
+    and R@k under the definition, other ir-measures measures (and infAP, only when asked for)
+    with trec_eval semantics.
 
     Raises ``InputError`` for an unknown definition or empty qrels.
     """
@@ -158,23 +229,26 @@ def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "
         warnings.append(f"{len(no_relevant)} of {len(qrels)} qrels queries have no relevant document; "
                         f"they count 0 for every metric ({_examples(no_relevant)})")
 
-    metrics = list(METRICS)
-    has_unjudged = any(rel == UNJUDGED for judged in qrels.values() for rel in judged.values())
-    if has_unjudged:
-        metrics.append(INFAP)
+    if metrics is None:
+        metrics = list(METRICS)
+        if any(rel == UNJUDGED for judged in qrels.values() for rel in judged.values()):
+            metrics.append(INFAP)
+    metrics = list(dict.fromkeys(metrics))
 
-    if definition == "trec":
-        per_query = trec_per_query(run, qrels, metrics)
-        aggregate = {metric: _mean([values[metric] for values in per_query.values()]) for metric in metrics}
-    else:
+    # Under "coresearch", MRR@k, mAP@k and R@k are the paper's (R@k micro-averaged); the rest is trec_eval's.
+    paper = [metric for metric in metrics if is_definition_metric(metric)] if definition == "coresearch" else []
+    others = [metric for metric in metrics if metric not in paper]
+    per_query = trec_per_query(run, qrels, others) if others else {qid: {} for qid in qrels}
+    paper_aggregate: dict[str, float] = {}
+    if paper:
         from corefsearch.evaluate.coresearch import evaluate_coresearch
 
-        per_query, aggregate = evaluate_coresearch(run, qrels)
-        if has_unjudged:
-            infap = trec_per_query(run, qrels, [INFAP])
-            for qid, values in per_query.items():
-                values[INFAP] = infap[qid][INFAP]
-            aggregate[INFAP] = _mean([values[INFAP] for values in infap.values()])
+        paper_per_query, paper_aggregate = evaluate_coresearch(run, qrels, paper)
+        for qid, values in per_query.items():
+            values.update(paper_per_query[qid])
+    per_query = {qid: {metric: values[metric] for metric in metrics} for qid, values in per_query.items()}
+    aggregate = {metric: paper_aggregate[metric] if metric in paper_aggregate
+                 else _mean([values[metric] for values in per_query.values()]) for metric in metrics}
 
     evaluation = Evaluation(name=name, definition=definition, aggregate=aggregate, per_query=per_query,
                             n_queries=len(qrels), warnings=warnings)
@@ -221,12 +295,14 @@ def run_names(run_paths: Sequence[Path]) -> list[str]:
 
 
 def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str = "trec",
-                   spans_paths: Sequence[Path] | None = None, dataset: Path | None = None) -> list[Evaluation]:
+                   spans_paths: Sequence[Path] | None = None, dataset: Path | None = None,
+                   metrics: Sequence[str] | None = None, curves: bool = False) -> list[Evaluation]:
     """Evaluate each TREC run file against one qrels file (read once), in the order given.
 
     ``spans_paths`` (one reader spans file per run, same order) adds EM and F1, which need the
     ``dataset`` directory the spans' offsets point into. Raises ``InputError`` when the counts
-    differ or the dataset is missing.
+    differ or the dataset is missing. ``metrics`` as in ``evaluate_run``; ``curves`` adds each
+    run's R@k and MRR@k at every cut-off (``Evaluation.curve``, for ``plot_curves``).
     """
     check_definition(definition)
     spans_paths = list(spans_paths or [])
@@ -240,11 +316,19 @@ def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str 
     # opened first, so that a wrong directory fails before any run is read
     data = Dataset(Path(dataset)) if dataset is not None else None
     qrels = read_qrels(Path(qrels_path))
+    if not qrels:
+        raise InputError(f"{qrels_path}: holds no judgments (lines 'qid 0 doc_id relevance'); is it the qrels "
+                         "of a split without queries?")
     evaluations = []
     for position, (path, name) in enumerate(zip(run_paths, run_names(run_paths), strict=True)):
         run = read_run(Path(path))
         spans = None
         if data is not None:
             spans = score_spans(Path(spans_paths[position]), data, qrels, run)
-        evaluations.append(evaluate_run(run, qrels, definition, name, spans=spans))
+        evaluation = evaluate_run(run, qrels, definition, name, spans=spans, metrics=metrics)
+        if curves:
+            from corefsearch.evaluate.curves import cutoff_curve
+
+            evaluation.curve = cutoff_curve(run, qrels, definition, name)
+        evaluations.append(evaluation)
     return evaluations

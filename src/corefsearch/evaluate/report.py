@@ -1,4 +1,5 @@
-"""Present evaluations: a rich table (×100, as the paper reports), JSON and a per-query CSV.
+"""Present evaluations: a rich table (×100, as the paper reports), JSON, CSV (one row per run)
+and a per-query CSV.
 
 Span metrics (EM, F1) are extra metrics like the ranking ones, after them; the number of
 scored span pairs is a row below the table's query count and a ``span_pairs`` key in the JSON.
@@ -7,15 +8,16 @@ scored span pairs is a row below the table's query count and a ``span_pairs`` ke
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corefsearch.evaluate.ranking import ALL_METRICS, Evaluation
+from corefsearch.evaluate.ranking import Evaluation, is_definition_metric
 from corefsearch.evaluate.significance import paired_test
 from corefsearch.evaluate.spans import SPAN_METRICS
-from corefsearch.io import atomic_file
+from corefsearch.io import atomic_file, output_lock
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,12 +28,11 @@ MARKER = "†"
 
 
 def _metrics(evaluations: Sequence[Evaluation]) -> list[str]:
-    """Every metric any evaluation has, in table order (unknown names last, as first seen)."""
+    """Every metric any evaluation has, in the order evaluated (the ranking metrics; span metrics last)."""
     present: list[str] = []
     for evaluation in evaluations:
         present.extend(metric for metric in evaluation.aggregate if metric not in present)
-    known = [metric for metric in ALL_METRICS if metric in present]
-    return known + [metric for metric in present if metric not in ALL_METRICS]
+    return [m for m in present if m not in SPAN_METRICS] + [m for m in SPAN_METRICS if m in present]
 
 
 def _check(evaluations: Sequence[Evaluation]) -> None:
@@ -47,8 +48,9 @@ def render_table(evaluations: Sequence[Evaluation], console: Console | None = No
                  alpha: float = SIGNIFICANCE_LEVEL) -> Table:
     """Print (and return) one row per metric, one column per run, values ×100 with 2 decimals.
 
-    Runs after the first carry ``†`` where a two-sided paired t-test against the first run
-    gives p < ``alpha``. All runs must use the same metric definition.
+    With several runs, those after the first carry ``†`` where a two-sided paired t-test
+    against the first run gives p < ``alpha`` (and the caption says so; a single run has no
+    test and no such note). All runs must use the same metric definition.
     """
     from rich.console import Console
     from rich.table import Table
@@ -64,13 +66,18 @@ def render_table(evaluations: Sequence[Evaluation], console: Console | None = No
     metrics = _metrics(evaluations)
     has_spans = any(metric in SPAN_METRICS for metric in metrics)
 
-    caption = f"{MARKER} p < {alpha:g} vs {base.name} (two-sided paired t-test over queries)"
+    several = len(evaluations) > 1
+    notes = [f"{MARKER} p < {alpha:g} vs {base.name} (two-sided paired t-test over queries)"] if several else []
     if definition == "coresearch":
-        caption += "; R@k micro-averaged as in the CoreSearch paper, tested on per-query recall"
+        note = "R@k micro-averaged as in the CoreSearch paper"
+        if any(not is_definition_metric(m) for m in metrics if m not in SPAN_METRICS):
+            note += " (the metrics other than MRR@k, mAP@k, R@k as trec_eval)"
+        notes.append(note + (", tested on per-query recall" if several else ""))
     if has_spans:
-        caption += "; EM/F1 (SQuAD v1.1): mean over relevant re-ranked pairs, tested on per-query means"
+        notes.append("EM/F1 (SQuAD v1.1): mean over relevant re-ranked pairs"
+                     + (", tested on per-query means" if several else ""))
     what = "Ranking and span metrics" if has_spans else "Ranking metrics"
-    table = Table(title=f"{what} ×100 ({definition} definitions)", caption=caption)
+    table = Table(title=f"{what} ×100 ({definition} definitions)", caption="; ".join(notes) or None)
     table.add_column("Metric")
     for evaluation in evaluations:
         table.add_column(evaluation.name, justify="right")
@@ -113,6 +120,21 @@ def to_json(evaluations: Sequence[Evaluation]) -> dict[str, dict[str, float]]:
     return result
 
 
+def to_csv(evaluations: Sequence[Evaluation]) -> str:
+    """``run,<metrics…>,queries`` (and ``span_pairs`` with spans): one row per run, fractions as in the JSON."""
+    _check(evaluations)
+    metrics = _metrics(evaluations)
+    spans = any(evaluation.n_span_pairs is not None for evaluation in evaluations)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["run", *metrics, "queries", *(["span_pairs"] if spans else [])])
+    for evaluation in evaluations:
+        cells = [repr(evaluation.aggregate[m]) if m in evaluation.aggregate else "" for m in metrics]
+        pairs = [] if not spans else ["" if evaluation.n_span_pairs is None else str(evaluation.n_span_pairs)]
+        writer.writerow([evaluation.name, *cells, str(evaluation.n_queries), *pairs])
+    return buffer.getvalue()
+
+
 def write_per_query_csv(evaluations: Sequence[Evaluation], path: Path) -> int:
     """Write ``run,qid,<metrics…>`` (one row per run and query) atomically; return the row count.
 
@@ -122,7 +144,7 @@ def write_per_query_csv(evaluations: Sequence[Evaluation], path: Path) -> int:
     _check(evaluations)
     metrics = _metrics(evaluations)
     rows = 0
-    with atomic_file(Path(path)) as handle:
+    with output_lock(Path(path), "--per-query"), atomic_file(Path(path)) as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["run", "qid", *metrics])
         for evaluation in evaluations:

@@ -13,6 +13,7 @@ The aggregate is the mean over scored pairs; a query's value is the mean over it
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
@@ -119,6 +120,8 @@ def _prediction(path: Path, line: int, record: dict[str, Any]) -> SpanPrediction
         # bool is an int in Python but never a valid offset or score
         if isinstance(value, bool) or not isinstance(value, types):
             raise InputError(f"{where}: {key} must be {description}, got {value!r}")
+    if not math.isfinite(record["score"]):  # 1e999 parses to inf
+        raise InputError(f"{where}: score must be a finite number, got {record['score']!r}")
     start, end = record["start"], record["end"]
     if start < 0 or start > end:
         raise InputError(f"{where}: offsets [{start}, {end}) are not a span (need 0 <= start <= end)")
@@ -155,10 +158,7 @@ def _query_clusters(dataset: Dataset, qids: set[str]) -> dict[str, str]:
         for line, record in read_jsonl(path):
             if str(record.get("id")) not in qids:
                 continue
-            try:
-                query = Query.from_json(record)
-            except InputError as err:
-                raise InputError(f"{path}:{line}: {err}") from None
+            query = Query.from_json(record, where=f"{path}:{line}")
             clusters[query.id] = query.cluster_id
     return clusters
 
@@ -193,10 +193,7 @@ def _passages(dataset: Dataset, path: Path, predictions: Sequence[SpanPrediction
             passage_id = str(record.get("id"))
             if passage_id not in remaining:
                 continue
-            try:
-                passage = Passage.from_json(record)
-            except InputError as err:
-                raise InputError(f"{dataset.passages_path}:{line}: {err}") from None
+            passage = Passage.from_json(record, where=f"{dataset.passages_path}:{line}")
             remaining.discard(passage_id)
             for prediction in by_passage[passage_id]:
                 _check_against_passage(path, prediction, passage)

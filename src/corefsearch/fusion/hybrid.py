@@ -9,7 +9,6 @@ from corefsearch.errors import InputError
 from corefsearch.fusion._base import FusionOptions, fuse
 from corefsearch.progress import track
 from corefsearch.schema import Query
-from corefsearch.sparse.formulation import formulate
 from corefsearch.sparse.search import BM25Searcher, Hit
 
 
@@ -29,7 +28,7 @@ class HybridSearcher:
         """Search every query (in batches, under one progress bar), fused to the top ``k``."""
         if k < 1:
             raise InputError(f"--k must be at least 1, got {k}")
-        strings = formulate(queries, self.bm25.options.query_format)
+        strings = self.bm25.formulate(queries)
         starts = range(0, len(queries), batch_size)
         for start in track(starts, f"Searching (hybrid, {self.fusion.method})", total=len(starts)):
             chunk = queries[start:start + batch_size]

@@ -134,19 +134,28 @@ class CrossEncoderReader:
         from safetensors.torch import load_file
         from transformers import AutoModel, AutoTokenizer
 
+        from corefsearch.artefacts import config_from_json
+        from corefsearch.dense.model import RETRIEVER_CONFIG
+
         folder = Path(folder)
         config_path = folder / READER_CONFIG
+        if (folder / RETRIEVER_CONFIG).is_file():
+            raise InputError(f"{folder} is a retriever (from `corefsearch train retriever`), not a reader: --reader "
+                             "takes a folder from `corefsearch train reader`; give a retriever to --encoder")
         if not config_path.is_file() or not (folder / HEAD_WEIGHTS).is_file():
             raise MissingArtefactError(f"{folder} is not a reader (no {READER_CONFIG} / {HEAD_WEIGHTS}); "
                                        "train one with `corefsearch train reader`")
-        try:
-            config = ReaderConfig(**json.loads(config_path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, TypeError) as err:
-            raise InputError(f"{config_path}: not a reader configuration ({err})") from None
+        remedy = f"copy the reader folder {folder} again, or train it again (`corefsearch train reader`)"
+        config = config_from_json(ReaderConfig, config_path, remedy, "reader configuration")
         tokenizer = load_offline(AutoTokenizer, str(folder), use_fast=True)
         model = load_offline(AutoModel, str(folder))
         reader = cls(model, tokenizer, config, device=device)
-        reader.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
+        try:
+            reader.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
+        except Exception as err:  # SafetensorError (not safetensors), RuntimeError (other keys or shapes)
+            why = " ".join(str(err).split())[:240]
+            raise InputError(f"{folder / HEAD_WEIGHTS}: the reader's head does not load ({type(err).__name__}: "
+                             f"{why}); it must be the head saved with {READER_CONFIG}: {remedy}") from None
         return reader
 
     def save(self, folder: Path) -> None:

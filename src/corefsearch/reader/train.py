@@ -33,14 +33,33 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import WorkDir, rng_state, set_rng_state
-from corefsearch.dense.encoder import resolve_device
+from corefsearch.dense.checkpoint import WorkDir, set_rng_state
+from corefsearch.dense.encoder import check_model_folder, resolve_device
 from corefsearch.errors import InputError
-from corefsearch.io import atomic_directory, read_qrels, read_run, sha256_file, write_json
+from corefsearch.io import (
+    Output,
+    atomic_directory,
+    model_input,
+    read_qrels,
+    read_run,
+    sha256_file,
+    write_json,
+    writes_outputs,
+)
 from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig
 from corefsearch.reader.read import Reader
 from corefsearch.schema import Passage, Query
-from corefsearch.training import Log, TrainingProgress, adamw, claim_work_dir, default_log, seed_everything
+from corefsearch.training import (
+    Log,
+    StepBoundary,
+    TrainingProgress,
+    adamw,
+    claim_work_dir,
+    default_log,
+    resolve_log_every,
+    seed_everything,
+    set_threads,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -78,6 +97,8 @@ class ReaderTrainingArguments:
     device: str = "auto"
     dev_max_queries: int | None = 200
     dev_rerank_k: int = 50
+    threads: int | None = None  # torch CPU threads; None: torch's default
+    log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
 
     def validate(self) -> None:
         if self.head not in HEADS:
@@ -87,7 +108,7 @@ class ReaderTrainingArguments:
             if value < 1:
                 raise InputError(f"{option} must be at least 1, got {value}")
         for option, optional in {"--max-steps": self.max_steps, "--max-train-queries": self.max_train_queries,
-                                 "--dev-max-queries": self.dev_max_queries}.items():
+                                 "--dev-max-queries": self.dev_max_queries, "--threads": self.threads}.items():
             if optional is not None and optional < 1:
                 raise InputError(f"{option} must be at least 1, got {optional}")
         if self.negatives < 1:
@@ -96,6 +117,12 @@ class ReaderTrainingArguments:
             raise InputError(f"--lr and --head-lr must be positive, got {self.lr} and {self.head_lr}")
         if not 0 <= self.warmup < 1:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
+        if not self.weight_decay >= 0:  # also refuses NaN
+            raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
+        from corefsearch.dense.encoder import check_device
+
+        check_device(self.device)
+        resolve_log_every(self.log_every)
         self.reader_config().validate()
 
     def reader_config(self) -> ReaderConfig:
@@ -288,7 +315,8 @@ def _run_record(args: ReaderTrainingArguments, dataset: Dataset, run_path: Path)
     import transformers
 
     options = asdict(args)
-    options.pop("device")
+    for how_not_what in ("device", "threads", "log_every"):  # change how the run goes, not its result
+        options.pop(how_not_what)
     checksums = dataset.manifest.get("checksums", {})
     return {"kind": "corefsearch-reader-training", "options": options, "dataset": str(dataset.root.resolve()),
             "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
@@ -307,6 +335,13 @@ def _load_weights(reader: CrossEncoderReader, weights: dict[str, Any]) -> None:
     reader.head.load_state_dict(weights["head"])
 
 
+def _training_outputs(a: dict[str, Any]) -> list[Output]:
+    args = a["args"] or ReaderTrainingArguments()
+    return [Output(a["out"], "--out", "dir", {"DATASET": a["dataset_dir"], "--run": a["run_path"],
+                                              "--base-model": model_input(args.base_model)})]
+
+
+@writes_outputs(_training_outputs)
 def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrainingArguments | None = None, *,
                  overwrite: bool = False, checkpoint_every: int = 500, log: Log | None = None,
                  on_step: Callable[[int, float], None] | None = None) -> ReaderTrainingSummary:
@@ -315,6 +350,8 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
 
     args = args or ReaderTrainingArguments()
     args.validate()
+    set_threads(args.threads)
+    check_model_folder(args.base_model, "--base-model")
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
     log = log or default_log
@@ -364,8 +401,11 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
         log(f"Resuming the interrupted run in {work.path} from step {resumed_from:,} of {total_steps:,}.")
 
     def save_checkpoint() -> None:
+        # The boundary, not the live state: see StepBoundary (weights, optimizer and scheduler are those of
+        # the boundary whenever this runs: they change only inside the `updating` window).
         work.save_checkpoint({"weights": _weights(model), "optimizer": optimizer.state_dict(),
-                              "scheduler": scheduler.state_dict(), "rng": rng_state(), "progress": dict(state)})
+                              "scheduler": scheduler.state_dict(), "rng": boundary.rng,
+                              "progress": dict(boundary.progress)})
 
     if data.dev and not state["dev_curve"]:
         reference = retriever_dev(data)
@@ -376,10 +416,11 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
 
     parameters = [p for module in model.modules() for p in module.parameters()]
     steps_run, train_seconds, last_saved, updating = 0, 0.0, state["global_step"], False
+    boundary = StepBoundary(state)
     recent: deque[float] = deque(maxlen=50)
     model.train()
     try:
-        with TrainingProgress(total_steps, state["global_step"]) as progress:
+        with TrainingProgress(total_steps, state["global_step"], log, args.log_every) as progress:
             while state["epoch"] <= args.epochs:
                 if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
                     break
@@ -408,6 +449,7 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
                     value = total / counted if counted else 0.0
                     state["loss_sum"] += value
                     state["loss_count"] += 1
+                    boundary.mark(state)
                     updating = False
                     train_seconds += time.perf_counter() - started
                     steps_run += 1
@@ -436,12 +478,13 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
                     + (f", dev {SELECTION_METRIC} {entry[SELECTION_METRIC]:.4f}" if data.dev else "")
                     + (" (best so far)" if data.dev and state["best_epoch"] == epoch else "") + ".")
                 state.update(epoch=epoch + 1, step_in_epoch=0, loss_sum=0.0, loss_count=0)
+                boundary.mark(state)
                 save_checkpoint()
                 last_saved = state["global_step"]
     except KeyboardInterrupt:
-        if not updating and state["global_step"] > last_saved:
+        if not updating and boundary.global_step > last_saved:
             save_checkpoint()
-            last_saved = state["global_step"]
+            last_saved = boundary.global_step
         if work.has_checkpoint():
             log(f"Interrupted: a checkpoint at step {last_saved:,} is in {work.path}; rerun the same command "
                 "to resume.")
@@ -461,6 +504,9 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
         model.save(tmp)
         write_json(tmp / TRAINING_ARGS_FILE, training_record)
         write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+        from corefsearch.model_card import write_model_card
+
+        write_model_card(tmp, "reader", training_record, state["dev_curve"], dataset.manifest, name=str(out))
     work.remove()
     return summary
 
@@ -477,8 +523,10 @@ def print_reader_summary(summary: ReaderTrainingSummary, console: Console) -> No
         for entry in summary.dev_curve:
             label = "retriever" if entry["epoch"] == 0 else str(entry["epoch"])
             loss = entry.get("loss")
+            # Without dev queries the epochs have a loss and no dev metric.
+            metric = entry.get(SELECTION_METRIC)
             table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
-                          "–" if loss is None else f"{loss:.4f}", f"{entry[SELECTION_METRIC]:.4f}",
+                          "–" if loss is None else f"{loss:.4f}", "–" if metric is None else f"{metric:.4f}",
                           f"{entry.get('seconds', 0):.0f}")
         console.print(table)
     speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""

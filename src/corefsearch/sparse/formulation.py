@@ -2,27 +2,35 @@
 
 ``mention``: the mention words only; ``mention+entities``: the mention plus the named
 entities spaCy finds in its context (the paper's best); ``sentence``: the sentence holding
-the mention; ``context``: the whole query passage.
+the mention; ``context``: the whole query passage; ``document``: the whole document of the
+query's passage (Sankepally et al. 2018's document query form), which the caller supplies
+(:meth:`corefsearch.sparse.search.BM25Searcher.formulate` reads it from the Lucene index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from corefsearch.errors import InputError
 from corefsearch.schema import Query
 
-QUERY_FORMATS = ("mention", "mention+entities", "sentence", "context")
+QUERY_FORMATS = ("mention", "mention+entities", "sentence", "context", "document")
 
 
 def _overlaps(a_start: int, a_end: int, b_start: int, b_end: int) -> bool:
     return a_start < b_end and b_start < a_end
 
 
-def formulate(queries: Sequence[Query], query_format: str) -> list[str]:
-    """The BM25 query string of each query."""
+def formulate(queries: Sequence[Query], query_format: str,
+              documents: Callable[[Sequence[Query]], list[str]] | None = None) -> list[str]:
+    """The BM25 query string of each query; ``documents`` gives the document text of each query
+    for the ``document`` format."""
     if query_format not in QUERY_FORMATS:
         raise InputError(f"--query-format must be one of {', '.join(QUERY_FORMATS)}, got {query_format!r}")
+    if query_format == "document":
+        if documents is None:
+            raise InputError("--query-format document needs the Lucene index (it holds each passage's document)")
+        return documents(queries)
     if query_format == "mention":
         return [q.mention for q in queries]
     if query_format == "context":

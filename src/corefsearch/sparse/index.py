@@ -1,8 +1,15 @@
 """Lucene BM25 index of a dataset's passages, built through Pyserini.
 
-Layout: ``INDEX/lucene/index/`` holds the Lucene index (Pyserini JsonCollection documents:
-``contents`` = title + text, with ``title`` and ``text`` also kept as fields and the raw JSON
-stored), ``INDEX/lucene/manifest.json`` ties it to the passages file by checksum. The
+Layout: ``INDEX/lucene/index/`` holds the Lucene index (Pyserini JsonCollection documents
+``{id, contents, title, text}``: ``contents`` = title + text, the field BM25 searches; the
+raw JSON stored), ``INDEX/lucene/manifest.json`` ties it to the passages file by checksum.
+Since format 2, ``INDEX/lucene/fields/`` is a second Lucene index of the same passages
+holding the three fields of Sankepally et al. (2018)'s field-weighted BM25 (``search
+--fields``, Anserini's ``-fields``): ``sentence`` (the passage text), ``title`` and
+``document`` (the text of the other passages of the same document, in document order, at
+most :data:`DOCUMENT_FIELD_MAX_CHARS` characters: the nearest passages first), raw JSON
+stored (the ``document`` query form reads it). The main index is written exactly as before,
+so plain BM25 runs are unchanged. The
 ``lucene/`` folder is built under a temporary name and renamed at the end, so an
 interrupted build never leaves an index that looks complete.
 """
@@ -12,6 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +28,20 @@ from typing import Any
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import atomic_directory, atomic_file, sha256_file
+from corefsearch.io import Output, atomic_directory, atomic_file, sha256_file, writes_outputs
 from corefsearch.progress import track
+from corefsearch.schema import Passage
 
 LUCENE_DIR = "lucene"
 INDEX_KIND = "corefsearch-lucene-index"
+FORMAT_VERSION = 2
+# The fields of field-weighted BM25 (besides ``contents``), in the order they are written.
+FIELDS = ("sentence", "title", "document")
+FIELDS_DIR = "fields"  # INDEX/lucene/fields/: the Lucene index of the fields
+MAIN_KEYS = ("id", "contents", "title", "text")  # the JSON of a passage in INDEX/lucene/index/ (raw stored)
+# Bound on the ``document`` field of one passage: each passage of a document of n passages
+# repeats the other n - 1, so without a bound a long document costs quadratic time and space.
+DOCUMENT_FIELD_MAX_CHARS = 20_000
 
 
 @dataclass
@@ -42,9 +60,72 @@ def passage_contents(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
+def _document_field(texts: list[str], position: int, max_chars: int) -> tuple[str, bool]:
+    """The other passages of a document for the passage at ``position``: the nearest ones
+    first (after, then before, alternating) while they fit in ``max_chars``, joined in
+    document order. Also whether some were left out."""
+    chosen: list[int] = []
+    used = 0
+    left_out = False
+    for distance in range(1, len(texts)):
+        for other in (position + distance, position - distance):
+            if 0 <= other < len(texts):
+                size = len(texts[other]) + 1
+                if used + size <= max_chars:
+                    chosen.append(other)
+                    used += size
+                else:
+                    left_out = True
+    return "\n".join(texts[i] for i in sorted(chosen)), left_out
+
+
+@dataclass
+class _FieldStats:
+    truncated_passages: int = 0
+    truncated_documents: int = 0
+
+
+def indexed_records(passages: Iterable[Passage], where: str = "passages",
+                    max_chars: int = DOCUMENT_FIELD_MAX_CHARS,
+                    stats: _FieldStats | None = None) -> Iterator[dict[str, str]]:
+    """The JsonCollection record of each passage, fields included, streamed: passages are
+    grouped by ``doc_id`` (one document in memory at a time), which needs each document's
+    passages to be contiguous, as ``build-dataset`` writes them; a document that comes back
+    after another one is an error (naming the line)."""
+    stats = stats if stats is not None else _FieldStats()
+    finished: set[str] = set()
+    group: list[Passage] = []
+
+    def flush() -> Iterator[dict[str, str]]:
+        texts = [p.text for p in group]
+        truncated = 0
+        for position, passage in enumerate(group):
+            document, left_out = _document_field(texts, position, max_chars)
+            truncated += left_out
+            yield {"id": passage.id, "contents": passage_contents(passage.title, passage.text),
+                   "title": passage.title, "text": passage.text, "sentence": passage.text, "document": document}
+        stats.truncated_passages += truncated
+        stats.truncated_documents += truncated > 0
+
+    for line, passage in enumerate(passages, start=1):
+        if group and passage.doc_id != group[0].doc_id:
+            yield from flush()
+            finished.add(group[0].doc_id)
+            group = []
+        if not group and passage.doc_id in finished:
+            raise InputError(f"{where}:{line}: passage {passage.id} belongs to document {passage.doc_id}, whose "
+                             "passages ended earlier in the file; the passages of a document must be contiguous "
+                             "(as `corefsearch build-dataset` writes them): rebuild the dataset")
+        group.append(passage)
+    if group:
+        yield from flush()
+
+
+@writes_outputs(lambda a: [Output(Path(a["out"]) / LUCENE_DIR, "--out", "dir", {"DATASET": a["dataset_dir"]})])
 def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_size: int = 2000,
-                       overwrite: bool = False) -> IndexSummary:
-    """Index every passage of ``dataset_dir`` into ``out/lucene``."""
+                       overwrite: bool = False, fields: bool = False) -> IndexSummary:
+    """Index every passage of ``dataset_dir`` into ``out/lucene``; ``fields=True`` also writes the
+    fields of field-weighted BM25 (``out/lucene/fields``: a larger index, built about 2.4× slower)."""
     from corefsearch.sparse.java import ensure_java
 
     dataset = Dataset(dataset_dir)
@@ -58,40 +139,84 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
     started = time.perf_counter()
     count = 0
     with atomic_directory(target, overwrite=overwrite) as tmp:
-        index_dir = tmp / "index"
+        index_dir, fields_dir = tmp / "index", tmp / FIELDS_DIR
         indexer = LuceneIndexer(str(index_dir), threads=threads,
-                                args=["-index", str(index_dir), "-storePositions", "-storeDocvectors",
-                                      "-storeRaw"])
+                                args=["-index", str(index_dir), "-storePositions", "-storeDocvectors", "-storeRaw"])
+        # The fields live in an index of their own: in the main one their text would enter the
+        # stored raw JSON, which Anserini reads for every hit, and slow plain BM25 down severalfold.
+        fields_indexer = (LuceneIndexer(str(fields_dir), threads=threads,
+                                        args=["-index", str(fields_dir), "-storeRaw", "-fields", *FIELDS])
+                          if fields else None)
+        stats = _FieldStats()
         try:
             batch: list[str] = []
-            for passage in track(dataset.passages(), "Indexing passages (Lucene)", total=expected):
-                batch.append(json.dumps({"id": passage.id, "contents": passage_contents(passage.title, passage.text),
-                                         "title": passage.title, "text": passage.text}, ensure_ascii=False))
+            fields_batch: list[str] = []
+            passages = track(dataset.passages(), "Indexing passages (Lucene)", total=expected)
+            records = (indexed_records(passages, str(dataset.passages_path), stats=stats) if fields else
+                       ({"id": p.id, "contents": passage_contents(p.title, p.text), "title": p.title, "text": p.text}
+                        for p in passages))
+            for record in records:
+                batch.append(json.dumps({key: record[key] for key in MAIN_KEYS}, ensure_ascii=False))
+                if fields_indexer is not None:
+                    fields_batch.append(json.dumps({key: record[key] for key in ("id", "contents", *FIELDS)},
+                                                   ensure_ascii=False))
                 count += 1
                 if len(batch) >= batch_size:
                     indexer.add_batch_raw(batch)
                     batch = []
+                    if fields_indexer is not None:
+                        fields_indexer.add_batch_raw(fields_batch)
+                        fields_batch = []
             if batch:
                 indexer.add_batch_raw(batch)
+            if fields_batch and fields_indexer is not None:
+                fields_indexer.add_batch_raw(fields_batch)
         finally:
             indexer.close()
+            if fields_indexer is not None:
+                fields_indexer.close()
+        if count == 0:  # an index of nothing would look fine and find nothing
+            raise InputError(f"{dataset.passages_path} holds no passages; rebuild the dataset from a corpus "
+                             "with documents (`corefsearch build-dataset`)")
+        if stats.truncated_passages:
+            warnings.warn(f"{stats.truncated_documents} document(s) are longer than {DOCUMENT_FIELD_MAX_CHARS:,} "
+                          f"characters: the `document` field of {stats.truncated_passages} passage(s) holds only the "
+                          "passages nearest to them", stacklevel=2)
         seconds = time.perf_counter() - started
-        manifest = {
+        manifest: dict[str, Any] = {
             "kind": INDEX_KIND,
-            "format_version": 1,
+            "format_version": FORMAT_VERSION,
             "corefsearch_version": __version__,
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "dataset": str(Path(dataset_dir).resolve()),
             "passages_sha256": sha256_file(dataset.passages_path),
             "passages": count,
             "contents": "title + newline + text",
-            "options": {"threads": threads, "store": ["positions", "docvectors", "raw"]},
+            "options": {"threads": threads, "store": ["positions", "docvectors", "raw"], "fields": fields},
             "seconds": round(seconds, 3),
         }
+        if fields:
+            manifest["fields_index"] = FIELDS_DIR
+            manifest["fields"] = {"sentence": "text", "title": "title",
+                                  "document": f"the other passages of the document, nearest first up to "
+                                              f"{DOCUMENT_FIELD_MAX_CHARS} characters, in document order"}
+            manifest["document_field"] = {"max_chars": DOCUMENT_FIELD_MAX_CHARS,
+                                          "truncated_passages": stats.truncated_passages,
+                                          "truncated_documents": stats.truncated_documents}
         with atomic_file(tmp / "manifest.json") as handle:
             json.dump(manifest, handle, indent=2)
             handle.write("\n")
     return IndexSummary(target, count, seconds)
+
+
+def require_fields(index: Path, manifest: dict[str, Any], names: Iterable[str], what: str) -> None:
+    """Fail clearly when ``what`` needs fields (``sentence``, ``title``, ``document``) that an index
+    built before they existed (format 1) lacks."""
+    missing = [name for name in names if name != "contents" and name not in manifest.get("fields", {})]
+    if missing:
+        raise InputError(f"the index {index} has no {', '.join(missing)} field (it was built without "
+                         f"--fields), which {what} needs: rebuild it with "
+                         f"`corefsearch index {manifest.get('dataset', 'DATASET')} --out {index} --fields --overwrite`")
 
 
 def load_lucene_manifest(index: Path) -> dict[str, Any]:
@@ -100,9 +225,12 @@ def load_lucene_manifest(index: Path) -> dict[str, Any]:
     if not manifest_path.exists():
         raise MissingArtefactError(f"no Lucene index at {index} (expected {manifest_path}); build it with "
                                    f"`corefsearch index DATASET --out {index}`")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    from corefsearch.artefacts import read_json_object
+
+    remedy = f"rebuild the index with `corefsearch index DATASET --out {index} --overwrite`"
+    manifest = read_json_object(manifest_path, remedy, "Lucene index manifest")
     if manifest.get("kind") != INDEX_KIND:
-        raise InputError(f"{manifest_path}: not a corefsearch Lucene index manifest")
+        raise InputError(f"{manifest_path}: not a corefsearch Lucene index manifest; {remedy}")
     return manifest
 
 

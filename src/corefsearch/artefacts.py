@@ -1,0 +1,96 @@
+"""Reading the JSON files that corefsearch writes beside its artefacts (dataset, index and shard
+manifests, model configurations), so that a damaged or foreign file is a one-line
+:class:`~corefsearch.errors.InputError` naming the file and what to run, never a traceback.
+
+Written by hand: ``json`` gives the parse error and ``dataclasses`` the fields; what is added
+here is the message (file, line, remedy) and the refusal of keys a configuration does not know
+(a typo, or a file written by a newer corefsearch, would otherwise be dropped or crash later).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, TypeVar
+
+from corefsearch.errors import InputError, MissingArtefactError
+
+T = TypeVar("T")
+
+
+def read_json_file(path: Path, remedy: str, what: str = "JSON file") -> Any:
+    """The parsed JSON of ``path``; ``InputError("PATH:LINE: not valid JSON (why); REMEDY")`` when it
+    is not JSON (or not UTF-8 text), ``MissingArtefactError`` when it is not there."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingArtefactError(f"{path}: no such file; {remedy}")
+    if path.is_dir():
+        raise InputError(f"{path}: a folder where a {what} is expected; {remedy}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not a {what} (byte {err.start} is not UTF-8); {remedy}") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the {what} ({err.strerror}); {remedy}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}:{err.lineno}: not a valid {what} ({err.msg} at column {err.colno}); "
+                         f"{remedy}") from None
+
+
+def read_json_object(path: Path, remedy: str, what: str = "JSON file") -> dict[str, Any]:
+    """Like :func:`read_json_file`, and the top level must be a JSON object."""
+    record = read_json_file(path, remedy, what)
+    if not isinstance(record, dict):
+        raise InputError(f"{path}: not a {what} (a JSON {type(record).__name__} where an object is expected); "
+                         f"{remedy}")
+    return record
+
+
+def _type_ok(value: Any, default: Any) -> bool:
+    """Whether ``value`` has the JSON type of a field whose default is ``default``."""
+    if default is None or value is None:
+        return True  # optional fields (and a null kept for a field that has a value by default)
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    return True
+
+
+def config_from_json(cls: type[T], path: Path, remedy: str, what: str = "configuration") -> T:
+    """The dataclass ``cls`` from the JSON object in ``path``.
+
+    Unknown keys are refused (naming them), and so are values whose JSON type differs from the
+    field's default (a string where a number goes); missing keys take the defaults. The
+    dataclass's own ``validate()``, if it has one, is run and its message prefixed with the file.
+    """
+    record = read_json_object(path, remedy, f"corefsearch {what}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(record) - set(fields))
+    if unknown:
+        raise InputError(f"{path}: unknown key(s) {', '.join(unknown)} in the {what} (known: {', '.join(fields)}); "
+                         f"was it written by a newer corefsearch, or edited? {remedy}")
+    for name, value in record.items():
+        field = fields[name]
+        default = field.default if field.default is not dataclasses.MISSING else None
+        if not _type_ok(value, default):
+            raise InputError(f"{path}: {name} is {json.dumps(value)}, expected a {type(default).__name__}; {remedy}")
+    try:
+        config = cls(**record)
+    except TypeError as err:
+        raise InputError(f"{path}: not a {what} ({err}); {remedy}") from None
+    validate = getattr(config, "validate", None)
+    if validate is not None:
+        try:
+            validate()
+        except InputError as err:
+            raise InputError(f"{path}: {err}; {remedy}") from None
+    return config
