@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import platform
 import shlex
 import subprocess
 import sys
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -39,6 +37,7 @@ from pathlib import Path
 from bm25 import cpu_model, markdown_table, write_section
 
 from corefsearch.evaluate.ranking import METRICS, ir_measures_name
+from corefsearch.evaluate.trec_eval_binary import extract_trec_eval
 from corefsearch.io import read_qrels, read_run, trec_eval_order, trec_eval_scores
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,8 +56,6 @@ TREC_EVAL = {"MRR@10": "recip_rank", "mAP@10": "map_cut_10", "mAP@50": "map_cut_
              "infAP": "infAP"}
 TREC_EVAL_ARGS = ["-m", "map_cut.10,50", "-m", "recall.10,50,100,500,1000", "-m", "ndcg_cut.10", "-m", "P.5,10",
                   "-m", "recip_rank", "-m", "map", "-m", "infAP"]
-BINARIES = {("Linux", "x86_64"): "trec_eval-linux-amd64", ("Linux", "i686"): "trec_eval-linux-i386",
-            ("Darwin", "arm64"): "trec_eval-macosx-aarch64", ("Darwin", "x86_64"): "trec_eval-macosx-x86_64"}
 
 
 def log(message: str) -> None:
@@ -85,22 +82,6 @@ def demo_run(out_dir: Path) -> tuple[Path, Path]:
     corefsearch("search", "--index", str(index), "--queries", str(dataset / "queries" / "test.jsonl"),
                 "--query-format", "mention+entities", "--k", "500", "--out", str(out_dir / DEMO_RUN))
     return out_dir / DEMO_RUN, out_dir / DEMO_QRELS
-
-
-def trec_eval_binary(out_dir: Path) -> Path | None:
-    """trec_eval as Pyserini ships it (inside Anserini's jar, run by ``pyserini.eval.trec_eval``), extracted."""
-    name = BINARIES.get((platform.system(), platform.machine()))
-    spec = importlib.util.find_spec("pyserini")
-    if name is None or spec is None or not spec.submodule_search_locations:
-        return None
-    jars = sorted((Path(spec.submodule_search_locations[0]) / "resources" / "jars").glob("*.jar"))
-    if not jars:
-        return None
-    target = out_dir / name
-    with zipfile.ZipFile(jars[0]) as jar:
-        target.write_bytes(jar.read(f"trec_eval/{name}"))
-    target.chmod(0o755)
-    return target
 
 
 def trec_eval_values(binary: Path, run: Path, qrels: Path, metrics: Sequence[str]) -> dict[str, float]:
@@ -191,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     log(f"scoring {run} against {qrels}")
     columns = {"corefsearch evaluate": corefsearch_values(run, qrels, metrics)}
-    binary = trec_eval_binary(out_dir)
+    binary = extract_trec_eval(out_dir)
     trec_eval_version = "not available on this platform"
     if binary is not None:
         columns["trec_eval -c"] = trec_eval_values(binary, run, qrels, metrics)

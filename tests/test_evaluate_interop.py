@@ -11,10 +11,8 @@ import csv
 import io
 import json
 import math
-import platform
 import random
 import subprocess
-import zipfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from corefsearch.evaluate import (
     to_csv,
     write_per_query_csv,
 )
+from corefsearch.evaluate.trec_eval_binary import extract_trec_eval
 from corefsearch.io import RunRow, read_qrels, read_run, trec_eval_order, write_qrels, write_run
 
 java = pytest.mark.java
@@ -104,26 +103,6 @@ def ir_measures_means(run_path: Path, qrels_path: Path) -> dict[str, float]:
     for value in ir_measures.iter_calc(list(measures.values()), qrels, ir_measures.read_trec_run(str(run_path))):
         sums[by_measure[str(value.measure)]] += value.value
     return {metric: total / len({q.query_id for q in qrels}) for metric, total in sums.items()}
-
-
-def trec_eval_binary(folder: Path) -> Path | None:
-    """The trec_eval binary Pyserini ships in its Anserini jar (what `pyserini.eval.trec_eval` runs)."""
-    import importlib.util
-
-    names = {("Linux", "x86_64"): "trec_eval-linux-amd64", ("Darwin", "arm64"): "trec_eval-macosx-aarch64",
-             ("Darwin", "x86_64"): "trec_eval-macosx-x86_64"}
-    name = names.get((platform.system(), platform.machine()))
-    spec = importlib.util.find_spec("pyserini")
-    if name is None or spec is None or not spec.submodule_search_locations:
-        return None
-    jars = sorted((Path(spec.submodule_search_locations[0]) / "resources" / "jars").glob("*.jar"))
-    if not jars:
-        return None
-    target = folder / name
-    with zipfile.ZipFile(jars[0]) as jar:
-        target.write_bytes(jar.read(f"trec_eval/{name}"))
-    target.chmod(0o755)
-    return target
 
 
 def trec_eval_means(binary: Path, run: Path, qrels: Path) -> dict[str, float]:
@@ -229,7 +208,7 @@ def test_tools_agree_on_every_metric(tied_bm25: tuple[Path, Path, dict[str, dict
     columns = {"pytrec_eval on the tied scores": pytrec_means(scores, qrels),
                "pytrec_eval on the file": pytrec_means(read_run(path), qrels),
                "ir-measures on the file": ir_measures_means(path, qrels_path)}
-    binary = trec_eval_binary(tmp_path)
+    binary = extract_trec_eval(tmp_path)
     if binary is not None:  # trec_eval itself (prints 4 decimals)
         columns["trec_eval on the file"] = trec_eval_means(binary, path, qrels_path)
     for tool, values in columns.items():
