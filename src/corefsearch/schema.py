@@ -162,6 +162,9 @@ class Document:
     units: list[tuple[int, int]] = field(default_factory=list)
     mentions: list[Mention] = field(default_factory=list)
     split: str | None = None
+    # The document's topic (ECB+: the number its file name starts with; the generic format: the
+    # optional ``topic`` of its corpus line); ``None`` when the source has none.
+    topic: str | None = None
 
     def validate(self, where: str = "") -> None:
         prefix = f"{where}: " if where else ""
@@ -198,9 +201,16 @@ class Passage:
     # The split of the passage's document, for sources with a fixed split (ECB+ topics,
     # CoreSearch files); None for distractors and cluster-split corpora.
     split: str | None = None
+    # The topic of the passage's document (ECB+, or the generic format's optional ``topic``); None
+    # when the source has none, and then left out of the record (datasets built before it existed
+    # have none either).
+    topic: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        if self.topic is None:
+            del record["topic"]
+        return record
 
     @classmethod
     def from_json(cls, record: dict[str, Any], where: str = "") -> Passage:
@@ -219,10 +229,12 @@ class Passage:
             mentions.append(PassageMention(mention_id, entry.integer("start"), entry.integer("end"),
                                            entry.ident("cluster_id"), entry.choice("type", MENTION_TYPES, "event")))
         split = fields.choice("split", SPLITS, None)
+        topic = fields.ident("topic", None)
         for m in mentions:
             if not (0 <= m.start < m.end <= len(text)):
                 raise fields.error(f"mention {m.mention_id} offsets [{m.start}, {m.end}) do not fit the text")
-        return cls(id=passage_id, doc_id=doc_id, title=title, text=text, mentions=mentions, split=split)
+        return cls(id=passage_id, doc_id=doc_id, title=title, text=text, mentions=mentions, split=split,
+                   topic=topic)
 
 
 @dataclass

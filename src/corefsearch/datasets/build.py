@@ -186,7 +186,7 @@ class _DatasetWriter:
             self.summary.mentions += 1
         for i, (start, end) in enumerate(windows):
             self._write_passage(Passage(ids[i], doc.doc_id, doc.title, doc.text[start:end], contained[i],
-                                        doc.split), where)
+                                        doc.split, doc.topic), where)
 
     def add_distractor(self, doc: Document, where: str) -> None:
         doc.validate(where)

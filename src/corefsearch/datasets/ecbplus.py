@@ -282,7 +282,7 @@ def _parse_document(name: str, where: str, data: bytes, mention_type: str,
             mentions.append(mention)
     mentions.sort(key=lambda m: (m.start, m.end, m.mention_id))
     return Document(doc_id=doc_id, text=text, title=title, units=units, mentions=mentions,
-                    split=topic_split(topic))
+                    split=topic_split(topic), topic=str(topic))
 
 
 def read_ecbplus(path: Path, mention_type: str = "event", validated_only: bool = False,

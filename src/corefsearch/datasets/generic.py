@@ -1,7 +1,8 @@
 """A corpus of your own: ``corpus.jsonl`` and ``mentions.jsonl`` in one folder.
 
-``corpus.jsonl``: ``{"doc_id", "title"?, "text", "split"?}`` per line (``split``: train, dev
-or test, used with ``split_by="corpus"``). ``mentions.jsonl``:
+``corpus.jsonl``: ``{"doc_id", "title"?, "text", "split"?, "topic"?}`` per line (``split``: train, dev
+or test, used with ``split_by="corpus"``; ``topic``: a non-empty string or integer naming the
+document's topic, kept on its passages for ``corefsearch cluster --scope topic``). ``mentions.jsonl``:
 ``{"mention_id", "doc_id", "start", "end", "cluster_id", "type"?}`` with character offsets
 into the document's text, ``end`` exclusive, ``type`` "event" (default) or "entity".
 Every error names ``FILE:LINE``.
@@ -35,6 +36,7 @@ class _CorpusRecord:
     title: str
     text: str
     split: str | None = None
+    topic: str | None = None
 
 
 def _read_corpus(path: Path) -> Iterator[_CorpusRecord]:
@@ -52,7 +54,8 @@ def _read_corpus(path: Path) -> Iterator[_CorpusRecord]:
         if split is not None and split not in SPLITS:
             raise InputError(f"{path}:{line}: document {doc_id}: field 'split' must be one of "
                              f"{', '.join(SPLITS)}, got {split!r}")
-        yield _CorpusRecord(line, doc_id, title, text, split)
+        topic = fields.ident("topic", None)
+        yield _CorpusRecord(line, doc_id, title, text, split, None if topic is None else topic.strip())
 
 
 def _read_mentions(path: Path) -> dict[str, list[tuple[int, Mention]]]:
@@ -135,7 +138,8 @@ def read_generic(folder: Path, passage: str = "sentence", *, sentences: str = DE
     for chunk in _chunks(_read_corpus(corpus_path)):
         for record, units in zip(chunk, _units(chunk, passage, sentences), strict=True):
             document = Document(doc_id=record.doc_id, text=record.text, title=record.title,
-                                units=units, split=_document_split(corpus_path, record, split_by))
+                                units=units, split=_document_split(corpus_path, record, split_by),
+                                topic=record.topic)
             for line, mention in mentions.pop(record.doc_id, []):
                 mention.validate(record.text, where=f"{mentions_path}:{line}")
                 counts[mention.type] += 1

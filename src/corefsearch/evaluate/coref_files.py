@@ -1,0 +1,178 @@
+"""Score a clustering (``{mention_id, cluster_id}`` lines, from ``corefsearch cluster`` or any other
+system) against a dataset's gold clusters of one split, and present the scores (table, JSON, CSV).
+
+The key is every cluster of ``DATASET/clusters.jsonl`` listed under the split, with all its
+mentions (a mention's split is the split of its gold cluster). Response mentions of other splits
+are left out (with a warning that counts them); a mention the dataset does not have at all, or a
+mention given twice, is an error naming ``FILE:LINE``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
+from corefsearch.io import read_jsonl
+from corefsearch.schema import SPLITS, RecordFields
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+METRIC_LABELS = {"MUC": "MUC", "B3": "B³", "CEAF-e": "CEAF-e", "LEA": "LEA"}
+
+
+@dataclass
+class GoldKey:
+    """The gold ``{mention_id: cluster_id}`` of one split, and the split of every dataset mention."""
+
+    split: str
+    key: dict[str, str]
+    mention_splits: dict[str, str]
+
+
+@dataclass
+class ClusterEvaluation:
+    name: str
+    split: str
+    singletons: str
+    scores: CorefScores
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"clusters": self.name, "split": self.split, "singletons": self.singletons}
+        values.update({name: score.to_json() for name, score in self.scores.metrics().items()})
+        values["CoNLL F1"] = self.scores.conll_f1
+        values["key_mentions"] = self.scores.key_mentions
+        values["response_mentions"] = self.scores.response_mentions
+        return values
+
+
+def read_gold_key(dataset_dir: Path, split: str) -> GoldKey:
+    """The gold clusters of ``split`` from ``DATASET/clusters.jsonl`` (every record checked)."""
+    from corefsearch.datasets.dataset import Dataset
+
+    if split not in SPLITS:
+        raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    dataset = Dataset(dataset_dir)  # fails clearly when it is not a dataset
+    path = dataset.root / "clusters.jsonl"
+    if not path.is_file():
+        raise MissingArtefactError(f"{path} is missing; rebuild the dataset with "
+                                   f"`corefsearch build-dataset ... --out {dataset.root} --overwrite`")
+    key: dict[str, str] = {}
+    mention_splits: dict[str, str] = {}
+    for line_number, record in read_jsonl(path):
+        fields = RecordFields(record, f"{path}:{line_number}")
+        cluster_id = fields.ident("cluster_id")
+        fields.subject = f"cluster {cluster_id}"
+        cluster_split = fields.choice("split", SPLITS)
+        mentions = fields.array("mention_ids")
+        for position, mention in enumerate(mentions):
+            if isinstance(mention, bool) or not isinstance(mention, (str, int)) or not str(mention).strip():
+                raise fields.error(f"mention_ids[{position}] must be a non-empty string or integer, got {mention!r}")
+            mention_id = str(mention)
+            if mention_id in mention_splits:
+                raise fields.error(f"mention {mention_id} is in two clusters")
+            mention_splits[mention_id] = cluster_split
+            if cluster_split == split:
+                key[mention_id] = cluster_id
+    if not key:
+        raise InputError(f"the dataset {dataset.root} has no mentions in the {split} split "
+                         f"(clusters.jsonl lists none); choose another --split")
+    return GoldKey(split, key, mention_splits)
+
+
+def read_response(path: Path, gold: GoldKey) -> tuple[dict[str, str], list[str]]:
+    """The ``{mention_id: cluster_id}`` of a clusters file, restricted to the key's split, and warnings."""
+    response: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    other_split: list[str] = []
+    for line_number, record in read_jsonl(path):
+        fields = RecordFields(record, f"{path}:{line_number}")
+        mention_id = fields.ident("mention_id")
+        fields.subject = f"mention {mention_id}"
+        cluster_id = fields.ident("cluster_id")
+        if mention_id in first_line:
+            raise InputError(f"{path}:{line_number}: mention {mention_id} occurs twice "
+                             f"(first on line {first_line[mention_id]}); each mention belongs to one cluster")
+        first_line[mention_id] = line_number
+        mention_split = gold.mention_splits.get(mention_id)
+        if mention_split is None:
+            raise InputError(f"{path}:{line_number}: mention {mention_id!r} is not in the dataset "
+                             f"(its clusters.jsonl has no such mention id)")
+        if mention_split != gold.split:
+            other_split.append(mention_id)
+            continue
+        response[mention_id] = cluster_id
+    if not response:
+        raise InputError(f"{path} has no mention of the {gold.split} split"
+                         + (f" ({len(other_split):,} of other splits); choose the split with --split"
+                            if other_split else " (it is empty)"))
+    warnings = []
+    if other_split:
+        warnings.append(f"{len(other_split):,} mention(s) of other splits than {gold.split} ignored "
+                        f"(e.g. {other_split[0]})")
+    missing = [mention for mention in gold.key if mention not in response]
+    if missing:
+        warnings.append(f"{len(missing):,} of the {len(gold.key):,} {gold.split} mentions are not in {path.name} "
+                        f"(e.g. {missing[0]}): they count as missed")
+    return response, warnings
+
+
+def evaluate_clusters(clusters_path: Path, dataset_dir: Path, split: str = "test",
+                      singletons: str = "keep") -> ClusterEvaluation:
+    """Score a clusters file against the dataset's gold clusters of ``split``."""
+    if singletons not in SINGLETONS:
+        raise InputError(f"--singletons must be keep or drop, got {singletons!r}")
+    gold = read_gold_key(dataset_dir, split)
+    response, warnings = read_response(Path(clusters_path), gold)
+    scores = score_partitions(gold.key, response, singletons)
+    return ClusterEvaluation(Path(clusters_path).name, split, singletons, scores, warnings)
+
+
+def render_cluster_table(evaluation: ClusterEvaluation, console: Console | None = None) -> Table:
+    """Print (and return) one row per metric with recall, precision and F1 ×100, then CoNLL F1."""
+    from rich.console import Console
+    from rich.table import Table
+
+    scores = evaluation.scores
+    table = Table(title=f"Coreference metrics ×100: {evaluation.name} ({evaluation.split}, "
+                        f"singletons {'kept' if evaluation.singletons == 'keep' else 'dropped'})",
+                  caption=f"{scores.key_mentions:,} key mentions in {scores.key_clusters:,} clusters; "
+                          f"{scores.response_mentions:,} response mentions in {scores.response_clusters:,} clusters")
+    table.add_column("Metric")
+    for column in ("R", "P", "F1"):
+        table.add_column(column, justify="right")
+    for name, score in scores.metrics().items():
+        table.add_row(METRIC_LABELS[name], *(f"{100 * value:.2f}" for value in
+                                             (score.recall, score.precision, score.f1)))
+    table.add_section()
+    table.add_row("CoNLL", "", "", f"{100 * scores.conll_f1:.2f}")
+    (console or Console()).print(table)
+    return table
+
+
+def cluster_csv(evaluation: ClusterEvaluation) -> str:
+    """``clusters,split,singletons,MUC_R,MUC_P,MUC_F1,…,LEA_F1,CoNLL_F1,key_mentions,response_mentions``."""
+    scores = evaluation.scores
+    header = ["clusters", "split", "singletons"]
+    row: list[str] = [evaluation.name, evaluation.split, evaluation.singletons]
+    for name, score in scores.metrics().items():
+        header += [f"{name}_R", f"{name}_P", f"{name}_F1"]
+        row += [repr(score.recall), repr(score.precision), repr(score.f1)]
+    header += ["CoNLL_F1", "key_mentions", "response_mentions"]
+    row += [repr(scores.conll_f1), str(scores.key_mentions), str(scores.response_mentions)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerow(row)
+    return buffer.getvalue()
+
+
+__all__ = ["METRIC_NAMES", "ClusterEvaluation", "GoldKey", "cluster_csv", "evaluate_clusters", "read_gold_key",
+           "read_response", "render_cluster_table"]
