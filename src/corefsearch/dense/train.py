@@ -10,6 +10,7 @@ the encoders are scored on the dev queries over the dev passages (exact dot-prod
 MRR@10 and R@100 with trec_eval semantics, the query's own passage left out); the best
 epoch's encoders are kept.
 
+The run is :class:`RetrieverTask` driven by the one training loop (``corefsearch.training.loop``).
 Resume and the atomic result fit together like this. Nothing is written to ``OUT`` while the
 run lasts: the run lives in the hidden sibling folder ``.OUT.training/`` (see
 ``checkpoint.py``), which holds the options of the run, the mined hard negatives, the latest
@@ -35,8 +36,6 @@ import datetime as dt
 import math
 import platform
 import random
-import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, WorkDir, set_rng_state
+from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, WorkDir
 from corefsearch.dense.encoder import POOLINGS, check_model_folder, resolve_device
 from corefsearch.dense.examples import (
     StoredPassage,
@@ -58,19 +57,20 @@ from corefsearch.dense.examples import (
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
-from corefsearch.io import Output, atomic_directory, model_input, sha256_file, write_json, writes_outputs
+from corefsearch.io import Output, model_input, sha256_file, write_json, writes_outputs
 from corefsearch.memory import release_memory
 from corefsearch.schema import Query
 from corefsearch.training import (
     Log,
-    StepBoundary,
-    TrainingProgress,
-    adamw,
+    LoopOptions,
+    LoopResult,
+    TrainingTask,
     claim_work_dir,
     default_log,
     resolve_log_every,
     seed_everything,
     set_threads,
+    train_loop,
 )
 
 if TYPE_CHECKING:
@@ -189,8 +189,6 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     ``on_step(step, loss)`` is called after every optimizer step. See the module docstring for
     how an interrupted run resumes.
     """
-    import torch
-
     args = args or RetrieverTrainingArguments()
     args.validate()
     set_threads(args.threads)
@@ -231,162 +229,99 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
                          f"(e.g. {missing[0]})")
     if dev is None:
         log("No dev queries: dev evaluation is skipped and the last epoch is kept.")
-
     n_examples = examples_per_epoch(train_queries, relevant, args.positives_per_query)
-    steps_per_epoch = math.ceil(n_examples / args.batch_size)
-    total_steps = steps_per_epoch * args.epochs
-    if args.max_steps is not None and args.max_steps < total_steps:
-        total_steps = args.max_steps
-        log(f"--max-steps {args.max_steps}: training stops after {total_steps} of "
-            f"{steps_per_epoch * args.epochs} steps ({steps_per_epoch} per epoch).")
-    clusters = {pid: passage.clusters for pid, passage in store.items()}
 
-    # --- model and optimizer -----------------------------------------------------------------------
+    # --- model, then the loop ------------------------------------------------------------------------
     seed_everything(args.seed)
     model = BiEncoder.from_base(args.base_model, args.retriever_config(), device)
-    encoders = _unique_encoders(model)
-    optimizer = adamw([(e.model, args.lr) for e in encoders], args.weight_decay)
-    from transformers import get_linear_schedule_with_warmup
+    task = RetrieverTask(model=model, args=args, train_queries=train_queries, relevant=relevant,
+                         hard_negatives=hard_negatives, store=store, dev=dev,
+                         steps_per_epoch=math.ceil(n_examples / args.batch_size), log=log,
+                         record={**run_record, "device": device, "checkpoint_every": checkpoint_every},
+                         manifest=dataset.manifest, name=str(out))
+    options = LoopOptions(epochs=args.epochs, weight_decay=args.weight_decay, warmup=args.warmup,
+                          max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
+                          overwrite=overwrite)
+    result = train_loop(task, work, out, options, log=log, on_step=on_step)
+    return TrainingSummary(out=out, device=device, train_queries=len(train_queries), examples_per_epoch=n_examples,
+                           steps_per_epoch=result.steps_per_epoch, total_steps=result.total_steps,
+                           steps_run=result.steps_run, train_seconds=result.train_seconds,
+                           resumed_from_step=result.resumed_from_step, best_epoch=result.best_epoch,
+                           dev_curve=result.dev_curve)
 
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)
 
-    state: dict[str, Any] = {"epoch": 1, "step_in_epoch": 0, "global_step": 0, "loss_sum": 0.0,
-                             "loss_count": 0, "dev_curve": [], "best_epoch": None, "best_score": None}
-    resumed_from: int | None = None
-    if work.has_checkpoint():
-        checkpoint = work.load_checkpoint()
-        for encoder, weights in zip(encoders, checkpoint["models"], strict=True):
+class RetrieverTask(TrainingTask):
+    """The retriever as a :class:`~corefsearch.training.task.TrainingTask`: batches of examples
+    (``examples.py``), the in-batch NLL (``loss.py``), dev MRR@10 and R@100 of exact search."""
+
+    selection_metric = SELECTION_METRIC
+
+    def __init__(self, *, model: BiEncoder, args: RetrieverTrainingArguments, train_queries: list[Query],
+                 relevant: dict[str, list[str]], hard_negatives: dict[str, list[str]],
+                 store: dict[str, StoredPassage], dev: DevSet | None, steps_per_epoch: int, log: Log,
+                 record: dict[str, Any], manifest: dict[str, Any], name: str) -> None:
+        self.model, self.args, self.train_queries, self.relevant = model, args, train_queries, relevant
+        self.hard_negatives, self.store, self.dev, self.log = hard_negatives, store, dev, log
+        self.clusters = {pid: passage.clusters for pid, passage in store.items()}
+        self.encoders = _unique_encoders(model)
+        self.steps_per_epoch = steps_per_epoch
+        self.record, self.manifest, self.name = record, manifest, name
+
+    @property
+    def has_dev(self) -> bool:
+        return self.dev is not None
+
+    def parameter_groups(self) -> list[tuple[torch.nn.Module, float]]:
+        return [(e.model, self.args.lr) for e in self.encoders]
+
+    def epoch_batches(self, epoch: int) -> list[list[TrainingExample]]:
+        examples = epoch_examples(self.train_queries, self.relevant, self.hard_negatives,
+                                  self.args.positives_per_query, self.args.seed, epoch)
+        return batches(examples, self.args.batch_size)
+
+    def loss(self, batch: Sequence[TrainingExample]) -> torch.Tensor:
+        return _batch_loss(self.model, batch, self.relevant, self.clusters, self.store, self.args)
+
+    def baseline(self) -> dict[str, Any] | None:
+        assert self.dev is not None
+        metrics = evaluate_dev(self.model, self.dev, self.args)
+        self.log(f"Before training: dev {_metrics_text(metrics)}.")
+        return metrics
+
+    def dev_metrics(self) -> dict[str, float]:
+        assert self.dev is not None
+        return evaluate_dev(self.model, self.dev, self.args)
+
+    def weights(self) -> dict[str, Any]:
+        return {"models": [_weights(e) for e in self.encoders]}
+
+    def load_weights(self, saved: dict[str, Any]) -> None:
+        for encoder, weights in zip(self.encoders, saved["models"], strict=True):
             encoder.model.load_state_dict(weights)
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        set_rng_state(checkpoint["rng"])
-        state = checkpoint["progress"]
-        resumed_from = state["global_step"]
-        log(f"Resuming the interrupted run in {work.path} from step {resumed_from:,} of {total_steps:,} "
-            f"(epoch {state['epoch']}, batch {state['step_in_epoch']:,} of {steps_per_epoch:,}).")
 
-    def save_checkpoint() -> None:
-        # The boundary, not the live state: see StepBoundary (weights, optimizer and scheduler are those of
-        # the boundary whenever this runs: they change only inside the `updating` window).
-        work.save_checkpoint({"models": [_weights(e) for e in encoders], "optimizer": optimizer.state_dict(),
-                              "scheduler": scheduler.state_dict(), "rng": boundary.rng,
-                              "progress": dict(boundary.progress)})
-
-    if dev is not None and not state["dev_curve"]:
-        metrics = evaluate_dev(model, dev, args)
-        state["dev_curve"].append({"epoch": 0, "step": 0, "loss": None, **metrics, "seconds": 0.0})
-        log(f"Before training: dev {_metrics_text(metrics)}.")
-
-    # --- training ------------------------------------------------------------------------------------
-    steps_run, train_seconds = 0, 0.0
-    last_saved = state["global_step"]
-    updating = False
-    boundary = StepBoundary(state)
-    recent: deque[float] = deque(maxlen=50)
-    for encoder in encoders:
-        encoder.model.train()
-    try:
-        with TrainingProgress(total_steps, state["global_step"], log, args.log_every) as progress:
-            while state["epoch"] <= args.epochs:
-                if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
-                    break
-                epoch = state["epoch"]
-                epoch_started = time.perf_counter()
-                examples = epoch_examples(train_queries, relevant, hard_negatives, args.positives_per_query,
-                                          args.seed, epoch)
-                for batch in batches(examples, args.batch_size)[state["step_in_epoch"]:]:
-                    if state["global_step"] >= total_steps:
-                        break
-                    started = time.perf_counter()
-                    loss = _batch_loss(model, batch, relevant, clusters, store, args)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_([p for e in encoders for p in e.model.parameters()], 1.0)
-                    updating = True
-                    optimizer.step()
-                    scheduler.step()
-                    state["global_step"] += 1
-                    state["step_in_epoch"] += 1
-                    value = float(loss.detach())
-                    state["loss_sum"] += value
-                    state["loss_count"] += 1
-                    boundary.mark(state)
-                    updating = False
-                    train_seconds += time.perf_counter() - started
-                    steps_run += 1
-                    recent.append(value)
-                    progress.advance(epoch, args.epochs, sum(recent) / len(recent))
-                    if on_step is not None:
-                        on_step(state["global_step"], value)
-                    if checkpoint_every and state["global_step"] % checkpoint_every == 0:
-                        save_checkpoint()
-                        last_saved = state["global_step"]
-                # End of the epoch (or of --max-steps inside it): evaluate, keep the best, checkpoint.
-                mean_loss = state["loss_sum"] / state["loss_count"] if state["loss_count"] else None
-                entry: dict[str, Any] = {"epoch": epoch, "step": state["global_step"], "loss": mean_loss}
-                if dev is not None:
-                    metrics = evaluate_dev(model, dev, args)
-                    for encoder in encoders:
-                        encoder.model.train()
-                    entry.update(metrics)
-                    score = metrics[SELECTION_METRIC]
-                    if state["best_score"] is None or score > state["best_score"]:
-                        state["best_score"], state["best_epoch"] = score, epoch
-                        work.save_best({"models": [_weights(e) for e in encoders]})
-                else:
-                    state["best_epoch"] = epoch
-                entry["seconds"] = round(time.perf_counter() - epoch_started, 3)
-                state["dev_curve"].append(entry)
-                log(f"Epoch {epoch}: loss {_number(mean_loss)}"
-                    + (f", dev {_metrics_text(entry)}" if dev is not None else "")
-                    + (" (best so far)" if state["best_epoch"] == epoch and dev is not None else "") + ".")
-                state.update(epoch=epoch + 1, step_in_epoch=0, loss_sum=0.0, loss_count=0)
-                boundary.mark(state)
-                save_checkpoint()
-                last_saved = state["global_step"]
-    except KeyboardInterrupt:
-        if not updating and boundary.global_step > last_saved:
-            save_checkpoint()
-            last_saved = boundary.global_step
-        if work.has_checkpoint():
-            log(f"Interrupted: a checkpoint at step {last_saved:,} is in {work.path}; rerun the same command "
-                "to resume.")
-        raise
-
-    # --- the result ----------------------------------------------------------------------------------
-    best = work.load_best() if dev is not None else None
-    if best is not None:
-        for encoder, weights in zip(encoders, best["models"], strict=True):
-            encoder.model.load_state_dict(weights)
-    trained = [e for e in state["dev_curve"] if e["epoch"] > 0]
-    if dev is not None and trained and state["dev_curve"][0]["epoch"] == 0:
-        baseline = state["dev_curve"][0][SELECTION_METRIC]
-        if state["best_score"] is not None and state["best_score"] < baseline:
-            log(f"warning: the best trained epoch scores dev {SELECTION_METRIC} {state['best_score']:.4f}, "
-                f"below the untrained model's {baseline:.4f}")
-    summary = TrainingSummary(out=out, device=device, train_queries=len(train_queries),
-                              examples_per_epoch=n_examples, steps_per_epoch=steps_per_epoch,
-                              total_steps=total_steps, steps_run=steps_run, train_seconds=train_seconds,
-                              resumed_from_step=resumed_from, best_epoch=state["best_epoch"],
-                              dev_curve=state["dev_curve"])
-    record = {**run_record, "device": device, "checkpoint_every": checkpoint_every,
-              "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "counts": {"train_queries": len(train_queries),
-                         "queries_with_hard_negatives": sum(1 for pids in hard_negatives.values() if pids),
-                         "examples_per_epoch": n_examples, "steps_per_epoch": steps_per_epoch,
-                         "total_steps": total_steps,
-                         "dev_queries": len(dev.queries) if dev else 0,
-                         "dev_passages": len(dev.passage_ids) if dev else 0},
-              "best_epoch": state["best_epoch"], "selection_metric": SELECTION_METRIC if dev else None}
-    with atomic_directory(out, overwrite=overwrite) as tmp:
-        model.save(tmp)
-        write_json(tmp / TRAINING_ARGS_FILE, record)
-        write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+    def save(self, folder: Path, result: LoopResult) -> None:
+        curve = result.dev_curve
+        if self.dev is not None and any(e["epoch"] > 0 for e in curve) and curve[0]["epoch"] == 0:
+            baseline = curve[0][SELECTION_METRIC]
+            if result.best_score is not None and result.best_score < baseline:
+                self.log(f"warning: the best trained epoch scores dev {SELECTION_METRIC} {result.best_score:.4f}, "
+                         f"below the untrained model's {baseline:.4f}")
+        dev = self.dev
+        record = {**self.record,
+                  "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "counts": {"train_queries": len(self.train_queries),
+                             "queries_with_hard_negatives": sum(1 for pids in self.hard_negatives.values() if pids),
+                             "examples_per_epoch": examples_per_epoch(self.train_queries, self.relevant,
+                                                                      self.args.positives_per_query),
+                             "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps,
+                             "dev_queries": len(dev.queries) if dev else 0,
+                             "dev_passages": len(dev.passage_ids) if dev else 0},
+                  "best_epoch": result.best_epoch, "selection_metric": SELECTION_METRIC if dev else None}
+        self.model.save(folder)
+        write_json(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
-        write_model_card(tmp, "retriever", record, state["dev_curve"], dataset.manifest, name=str(out))
-    work.remove()
-    return summary
+        write_model_card(folder, "retriever", record, curve, self.manifest, name=self.name)
 
 
 # --- pieces of the run -------------------------------------------------------------------------------

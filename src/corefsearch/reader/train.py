@@ -12,7 +12,8 @@ passage scores of the head, see ``model.py``). ``batch_size`` queries make one o
 
 After each epoch the reader re-ranks the dev queries' top ``dev_rerank_k`` passages of the same
 run; the epoch with the best dev MRR@10 is kept (without dev queries in the run, the last).
-The working folder ``.OUT.training/`` makes the run resumable exactly as for the retriever
+The run is :class:`ReaderTask` driven by the one training loop (``corefsearch.training.loop``),
+as the retriever's is: the working folder ``.OUT.training/`` makes it resumable
 (``dense/checkpoint.py``); ``OUT`` appears in one rename at the end with the reader (Hugging
 Face folder + ``reader_head.safetensors`` + ``corefsearch_reader.json``), ``training_args.json``
 and ``dev_curve.json``.
@@ -24,8 +25,6 @@ import datetime as dt
 import math
 import platform
 import random
-import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,12 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import WorkDir, set_rng_state
+from corefsearch.dense.checkpoint import WorkDir
 from corefsearch.dense.encoder import check_model_folder, resolve_device
 from corefsearch.errors import InputError
 from corefsearch.io import (
     Output,
-    atomic_directory,
     model_input,
     read_qrels,
     read_run,
@@ -51,14 +49,15 @@ from corefsearch.reader.read import Reader
 from corefsearch.schema import Passage, Query
 from corefsearch.training import (
     Log,
-    StepBoundary,
-    TrainingProgress,
-    adamw,
+    LoopOptions,
+    LoopResult,
+    TrainingTask,
     claim_work_dir,
     default_log,
     resolve_log_every,
     seed_everything,
     set_threads,
+    train_loop,
 )
 
 if TYPE_CHECKING:
@@ -346,8 +345,6 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
                  overwrite: bool = False, checkpoint_every: int = 500, log: Log | None = None,
                  on_step: Callable[[int, float], None] | None = None) -> ReaderTrainingSummary:
     """Train a reader on the train queries of ``run_path`` (searched on ``dataset_dir``) into ``out``."""
-    import torch
-
     args = args or ReaderTrainingArguments()
     args.validate()
     set_threads(args.threads)
@@ -372,143 +369,98 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
     if steps_per_epoch == 0:
         raise InputError(f"no training example: no train query of {run_path} has both a relevant passage with "
                          "its mention and a retrieved non-relevant passage")
-    total_steps = steps_per_epoch * args.epochs
-    if args.max_steps is not None and args.max_steps < total_steps:
-        total_steps = args.max_steps
-        log(f"--max-steps {args.max_steps}: training stops after {total_steps} of "
-            f"{steps_per_epoch * args.epochs} steps ({steps_per_epoch} per epoch).")
 
     seed_everything(args.seed)
     model = CrossEncoderReader.from_base(args.base_model, args.reader_config(), device)
-    reader = Reader(model)
-    # The head starts from random weights: at the encoder's learning rate its passage score
-    # hardly moves in a short run, so it gets its own (larger) one.
-    optimizer = adamw([(model.model, args.lr), (model.head, args.head_lr)], args.weight_decay)
-    from transformers import get_linear_schedule_with_warmup
+    task = ReaderTask(model=model, args=args, data=data, steps_per_epoch=steps_per_epoch, log=log,
+                      record={**record, "device": device, "checkpoint_every": checkpoint_every},
+                      manifest=dataset.manifest, name=str(out))
+    options = LoopOptions(epochs=args.epochs, weight_decay=args.weight_decay, warmup=args.warmup,
+                          max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
+                          overwrite=overwrite)
+    result = train_loop(task, work, out, options, log=log, on_step=on_step)
+    return ReaderTrainingSummary(out, device, len(data.train), result.steps_per_epoch, result.total_steps,
+                                 result.steps_run, result.train_seconds, result.resumed_from_step,
+                                 result.best_epoch, result.dev_curve)
 
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup * total_steps), total_steps)
-    state: dict[str, Any] = {"epoch": 1, "step_in_epoch": 0, "global_step": 0, "loss_sum": 0.0, "loss_count": 0,
-                             "dev_curve": [], "best_epoch": None, "best_score": None}
-    resumed_from: int | None = None
-    if work.has_checkpoint():
-        checkpoint = work.load_checkpoint()
-        _load_weights(model, checkpoint["weights"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        set_rng_state(checkpoint["rng"])
-        state = checkpoint["progress"]
-        resumed_from = state["global_step"]
-        log(f"Resuming the interrupted run in {work.path} from step {resumed_from:,} of {total_steps:,}.")
 
-    def save_checkpoint() -> None:
-        # The boundary, not the live state: see StepBoundary (weights, optimizer and scheduler are those of
-        # the boundary whenever this runs: they change only inside the `updating` window).
-        work.save_checkpoint({"weights": _weights(model), "optimizer": optimizer.state_dict(),
-                              "scheduler": scheduler.state_dict(), "rng": boundary.rng,
-                              "progress": dict(boundary.progress)})
+class ReaderTask(TrainingTask):
+    """A reader as a :class:`~corefsearch.training.task.TrainingTask`: ``batch_size`` queries a
+    step, each read in a forward pass of its own whose gradients accumulate (``backward``);
+    dev MRR@10 of re-ranking the run; epoch 0 of the dev curve is the run's own ranking."""
 
-    if data.dev and not state["dev_curve"]:
-        reference = retriever_dev(data)
-        state["dev_curve"].append({"epoch": 0, "step": 0, "loss": None, **reference, "seconds": 0.0,
-                                   "note": "the retriever's ranking"})
-        log(f"Retriever alone: dev {SELECTION_METRIC} {reference[SELECTION_METRIC]:.4f} "
-            f"({len(data.dev):,} dev queries).")
+    selection_metric = SELECTION_METRIC
 
-    parameters = [p for module in model.modules() for p in module.parameters()]
-    steps_run, train_seconds, last_saved, updating = 0, 0.0, state["global_step"], False
-    boundary = StepBoundary(state)
-    recent: deque[float] = deque(maxlen=50)
-    model.train()
-    try:
-        with TrainingProgress(total_steps, state["global_step"], log, args.log_every) as progress:
-            while state["epoch"] <= args.epochs:
-                if state["global_step"] >= total_steps and state["step_in_epoch"] == 0:
-                    break
-                epoch, epoch_started = state["epoch"], time.perf_counter()
-                examples = epoch_examples(data, args, epoch)
-                batches = [examples[i:i + args.batch_size] for i in range(0, len(examples), args.batch_size)]
-                for batch in batches[state["step_in_epoch"]:]:
-                    if state["global_step"] >= total_steps:
-                        break
-                    started = time.perf_counter()
-                    optimizer.zero_grad(set_to_none=True)
-                    total, counted = 0.0, 0
-                    for example in batch:
-                        loss = example_loss(reader, example, data.passages)
-                        if loss is None:
-                            continue
-                        (loss / len(batch)).backward()
-                        total += float(loss.detach())
-                        counted += 1
-                    torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-                    updating = True
-                    optimizer.step()
-                    scheduler.step()
-                    state["global_step"] += 1
-                    state["step_in_epoch"] += 1
-                    value = total / counted if counted else 0.0
-                    state["loss_sum"] += value
-                    state["loss_count"] += 1
-                    boundary.mark(state)
-                    updating = False
-                    train_seconds += time.perf_counter() - started
-                    steps_run += 1
-                    recent.append(value)
-                    progress.advance(epoch, args.epochs, sum(recent) / len(recent))
-                    if on_step is not None:
-                        on_step(state["global_step"], value)
-                    if checkpoint_every and state["global_step"] % checkpoint_every == 0:
-                        save_checkpoint()
-                        last_saved = state["global_step"]
-                mean_loss = state["loss_sum"] / state["loss_count"] if state["loss_count"] else None
-                entry: dict[str, Any] = {"epoch": epoch, "step": state["global_step"], "loss": mean_loss}
-                if data.dev:
-                    metrics = evaluate_dev(reader, data, args.dev_rerank_k)
-                    model.train()
-                    entry.update(metrics)
-                    if state["best_score"] is None or metrics[SELECTION_METRIC] > state["best_score"]:
-                        state["best_score"], state["best_epoch"] = metrics[SELECTION_METRIC], epoch
-                        work.save_best({"weights": _weights(model)})
-                else:
-                    state["best_epoch"] = epoch
-                entry["seconds"] = round(time.perf_counter() - epoch_started, 3)
-                state["dev_curve"].append(entry)
-                loss_text = "–" if mean_loss is None else f"{mean_loss:.4f}"
-                log(f"Epoch {epoch}: loss {loss_text}"
-                    + (f", dev {SELECTION_METRIC} {entry[SELECTION_METRIC]:.4f}" if data.dev else "")
-                    + (" (best so far)" if data.dev and state["best_epoch"] == epoch else "") + ".")
-                state.update(epoch=epoch + 1, step_in_epoch=0, loss_sum=0.0, loss_count=0)
-                boundary.mark(state)
-                save_checkpoint()
-                last_saved = state["global_step"]
-    except KeyboardInterrupt:
-        if not updating and boundary.global_step > last_saved:
-            save_checkpoint()
-            last_saved = boundary.global_step
-        if work.has_checkpoint():
-            log(f"Interrupted: a checkpoint at step {last_saved:,} is in {work.path}; rerun the same command "
-                "to resume.")
-        raise
+    def __init__(self, *, model: CrossEncoderReader, args: ReaderTrainingArguments, data: _Data,
+                 steps_per_epoch: int, log: Log, record: dict[str, Any], manifest: dict[str, Any],
+                 name: str) -> None:
+        self.model, self.reader, self.args, self.data, self.log = model, Reader(model), args, data, log
+        self.steps_per_epoch = steps_per_epoch
+        self.record, self.manifest, self.name = record, manifest, name
 
-    best = work.load_best() if data.dev else None
-    if best is not None:
-        _load_weights(model, best["weights"])
-    summary = ReaderTrainingSummary(out, device, len(data.train), steps_per_epoch, total_steps, steps_run,
-                                    train_seconds, resumed_from, state["best_epoch"], state["dev_curve"])
-    training_record = {**record, "device": device, "checkpoint_every": checkpoint_every,
-                       "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       "counts": {"train_queries": len(data.train), "dev_queries": len(data.dev),
-                                  "steps_per_epoch": steps_per_epoch, "total_steps": total_steps},
-                       "best_epoch": state["best_epoch"], "selection_metric": SELECTION_METRIC if data.dev else None}
-    with atomic_directory(out, overwrite=overwrite) as tmp:
-        model.save(tmp)
-        write_json(tmp / TRAINING_ARGS_FILE, training_record)
-        write_json(tmp / DEV_CURVE_FILE, state["dev_curve"])
+    @property
+    def has_dev(self) -> bool:
+        return bool(self.data.dev)
+
+    def parameter_groups(self) -> list[tuple[torch.nn.Module, float]]:
+        # The head starts from random weights: at the encoder's learning rate its passage score
+        # hardly moves in a short run, so it gets its own (larger) one.
+        return [(self.model.model, self.args.lr), (self.model.head, self.args.head_lr)]
+
+    def epoch_batches(self, epoch: int) -> list[list[ReaderExample]]:
+        examples = epoch_examples(self.data, self.args, epoch)
+        size = self.args.batch_size
+        return [examples[i:i + size] for i in range(0, len(examples), size)]
+
+    def loss(self, batch: list[ReaderExample]) -> torch.Tensor:
+        """The batch's mean example loss in one graph (``backward`` does the same query by query)."""
+        import torch
+
+        losses = [loss for loss in (example_loss(self.reader, e, self.data.passages) for e in batch)
+                  if loss is not None]
+        if not losses:
+            return torch.zeros((), requires_grad=True)
+        return torch.stack(losses).sum() / len(batch)
+
+    def backward(self, batch: list[ReaderExample]) -> float:
+        # Each query's graph is freed after its own backward pass: a batch of queries with their
+        # negatives does not fit in memory at once. The step's loss: the mean over the examples
+        # that have one (an example without a window holding its gold span is skipped).
+        total, counted = 0.0, 0
+        for example in batch:
+            loss = example_loss(self.reader, example, self.data.passages)
+            if loss is None:
+                continue
+            (loss / len(batch)).backward()
+            total += float(loss.detach())
+            counted += 1
+        return total / counted if counted else 0.0
+
+    def baseline(self) -> dict[str, Any] | None:
+        reference = retriever_dev(self.data)
+        self.log(f"Retriever alone: dev {SELECTION_METRIC} {reference[SELECTION_METRIC]:.4f} "
+                 f"({len(self.data.dev):,} dev queries).")
+        return {**reference, "seconds": 0.0, "note": "the retriever's ranking"}
+
+    def dev_metrics(self) -> dict[str, float]:
+        return evaluate_dev(self.reader, self.data, self.args.dev_rerank_k)
+
+    def weights(self) -> dict[str, Any]:
+        return {"weights": _weights(self.model)}
+
+    def load_weights(self, saved: dict[str, Any]) -> None:
+        _load_weights(self.model, saved["weights"])
+
+    def save(self, folder: Path, result: LoopResult) -> None:
+        record = {**self.record, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "counts": {"train_queries": len(self.data.train), "dev_queries": len(self.data.dev),
+                             "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
+                  "best_epoch": result.best_epoch, "selection_metric": SELECTION_METRIC if self.data.dev else None}
+        self.model.save(folder)
+        write_json(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
-        write_model_card(tmp, "reader", training_record, state["dev_curve"], dataset.manifest, name=str(out))
-    work.remove()
-    return summary
+        write_model_card(folder, "reader", record, result.dev_curve, self.manifest, name=self.name)
 
 
 def print_reader_summary(summary: ReaderTrainingSummary, console: Console) -> None:

@@ -1,5 +1,6 @@
-"""What every training run shares (retriever and readers): seeding, the AdamW parameter groups,
-the resumable working folder's claim, the progress bar over steps, and the default log."""
+"""What every training run shares (retriever, readers, clusterer): seeding, the AdamW parameter
+groups, the resumable working folder's claim, the progress bar over steps, the step boundary a
+checkpoint holds, and the default log. The loop that uses them is ``loop.py``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,114 @@
+"""What a trainer hands the training loop (``loop.py``): a :class:`TrainingTask`.
+
+The loop owns everything about *running* a training: the epochs and optimizer steps, AdamW with
+linear warm-up and decay, gradient clipping, the progress bar and progress lines, checkpoints
+(every ``checkpoint_every`` steps, at every epoch's end and on Ctrl-C, always of the last
+completed step: see :class:`~corefsearch.training.common.StepBoundary`), resuming from them,
+the dev evaluation after each epoch, keeping the best epoch's weights, the dev curve, and the
+atomic writing of ``OUT``. A task says only *what* is trained:
+
+===========================  ===========================================================================
+``steps_per_epoch``          optimizer steps in one epoch (the same for every epoch)
+``parameter_groups()``       ``[(module, learning rate), ...]``: what AdamW updates, in a fixed order
+                             (also the modules the loop clips and puts in train mode)
+``epoch_batches(epoch)``     the epoch's batches (1-based epoch), a function of the seed and the epoch
+                             only: a resumed run regenerates them and skips those already done
+``loss(batch)``              the batch's loss (a scalar tensor with a graph); or override
+``backward(batch)``          to run the backward passes itself (gradient accumulation), returning the
+                             step's loss as a float
+``has_dev``                  whether there is a dev set; without one every epoch is "the best", so the
+                             last epoch's weights are kept
+``selection_metric``         the key of ``dev_metrics()`` that picks the epoch (higher is better
+                             unless ``greater_is_better`` is False)
+``dev_metrics()``            ``{name: value}`` on the dev set (called only when ``has_dev``); may switch
+                             the modules to eval mode, the loop switches them back
+``baseline()``               optional: the dev curve's epoch-0 entry (metrics of the untrained model,
+                             or of a reference), or None for no epoch 0
+``weights()``                the trainable state as ``{key: tensors}`` (kept in ``checkpoint.pt``
+                             beside the optimizer, scheduler, RNG states and progress, and in
+                             ``best.pt``); ``load_weights(saved)`` restores it from either file
+``save(folder, result)``     write the finished model (the best epoch's weights are loaded) and its
+                             records into ``folder``; the loop adds ``dev_curve.json`` and renames
+                             ``folder`` to ``OUT``
+===========================  ===========================================================================
+
+The trainer function does what comes before the loop: validate the options, refuse an existing
+``OUT``, read the data, claim the working folder (``claim_work_dir``: a rerun with other options
+is refused, one with the same options resumes), ``seed_everything(seed)``, build the model, then
+``train_loop(task, work, out, options)``; it turns the returned :class:`LoopResult` into its
+summary. ``dense/train.py`` (the retriever: in-batch NLL, dev MRR@10 of exact search) and
+``reader/train.py`` (the readers: span + selection cross-entropy accumulated query by query,
+dev MRR@10 of re-ranking) are the two tasks of today.
+
+A third trainer, e.g. a contrastive mention clusterer, plugs in with no loop code of its own:
+its ``epoch_batches`` draws the epoch's mention pairs with a generator seeded by seed and epoch,
+``loss`` is its contrastive loss over a batch of pairs, ``dev_metrics`` clusters the dev
+mentions and returns ``{"CoNLL F1": ...}`` with ``selection_metric = "CoNLL F1"``, and
+``weights``/``load_weights``/``save`` handle its encoder; checkpoints, Ctrl-C, resume and the
+choice of the best epoch then behave exactly as for the retriever and the readers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from corefsearch.training.loop import LoopResult
+
+
+class TrainingTask(ABC):
+    """What is trained (see the module docstring); ``train_loop`` runs it."""
+
+    #: Optimizer steps per epoch.
+    steps_per_epoch: int
+    #: The ``dev_metrics()`` key that picks the best epoch.
+    selection_metric: str = "score"
+    greater_is_better: bool = True
+
+    @property
+    @abstractmethod
+    def has_dev(self) -> bool:
+        """Whether there is a dev set (without one the last epoch is kept)."""
+
+    @abstractmethod
+    def parameter_groups(self) -> list[tuple[torch.nn.Module, float]]:
+        """``(module, learning rate)`` pairs for AdamW, in a fixed order."""
+
+    @abstractmethod
+    def epoch_batches(self, epoch: int) -> Sequence[Any]:
+        """The batches of ``epoch`` (1-based): the same for the same seed and epoch."""
+
+    @abstractmethod
+    def loss(self, batch: Any) -> torch.Tensor:
+        """The loss of one batch."""
+
+    def backward(self, batch: Any) -> float:
+        """Back-propagate one batch's loss (the gradients were zeroed); return the loss."""
+        loss = self.loss(batch)
+        loss.backward()
+        return float(loss.detach())
+
+    def dev_metrics(self) -> dict[str, float]:
+        """The dev metrics of the model as it is now (only called when ``has_dev``)."""
+        raise NotImplementedError(f"{type(self).__name__} has a dev set but no dev_metrics()")
+
+    def baseline(self) -> dict[str, Any] | None:
+        """The dev curve's epoch-0 entry beyond epoch/step/loss/seconds, or None for none."""
+        return None
+
+    @abstractmethod
+    def weights(self) -> dict[str, Any]:
+        """The trainable state (CPU tensors under the task's own keys)."""
+
+    @abstractmethod
+    def load_weights(self, saved: dict[str, Any]) -> None:
+        """Restore what ``weights()`` returned (``saved`` may hold other keys too)."""
+
+    @abstractmethod
+    def save(self, folder: Path, result: LoopResult) -> None:
+        """Write the trained model and its records into ``folder`` (it becomes ``OUT``)."""
