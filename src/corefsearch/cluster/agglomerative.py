@@ -1,0 +1,187 @@
+"""Average-linkage agglomerative clustering of mention vectors on cosine distance, stopped at τ.
+
+Hsu & Horwood (2022, §3.2) cluster the encoder's vectors with scikit-learn's agglomerative
+clustering (average linkage, cosine, distance threshold τ). Two ways here, giving the same partition
+when every pair is a neighbour:
+
+- :func:`cluster_dense`: scipy's ``linkage(method="average", metric="cosine")`` and
+  ``fcluster(criterion="distance", t=τ)``: every pair, O(n²) memory and time; the reference, and
+  the right tool within a topic (hundreds of mentions).
+- :func:`cluster_knn`: the same linkage over a sparse k-nearest-neighbour graph (FAISS), so that a
+  whole corpus (``--scope corpus``, up to millions of mentions) clusters in O(n·k) memory. The
+  average similarity of two clusters is the sum of their members' pair similarities over
+  ``|A|·|B|``, and **a pair that is not an edge of the graph counts as similarity 0 (cosine distance
+  1)**, i.e. as an unrelated mention. With ``k ≥ n − 1`` every pair is an edge and the result is
+  exactly that of :func:`cluster_dense`; with smaller k the linkage is that of the graph. τ must be
+  below 1 here (at τ ≥ 1 two clusters with no edge between them, distance 1, would merge).
+
+Neither scipy nor scikit-learn clusters a sparse graph with average linkage without the n×n
+distance matrix (scikit-learn's ``connectivity`` option still builds it), so :func:`cluster_knn` is
+written by hand: a heap of candidate merges, per-cluster-pair sums of similarities in dicts, merged
+smaller-into-larger. Two facts keep it small. A merge needs an average similarity ≥ 1 − τ, and an
+average is never above its largest term, so two clusters can only merge when some edge between them
+has similarity ≥ 1 − τ: the final clusters lie within the connected components of those edges, and
+each component is clustered alone with only its own edges. And only candidate pairs at or above
+the threshold go into the heap (a merge recomputes the averages of the merged cluster's neighbours).
+Pair similarities are recomputed in float64 from the vectors, so FAISS's float32 scores only choose
+the neighbours.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from corefsearch.errors import InputError
+
+HNSW_FROM = 200_000  # below this many vectors the exact flat index is fast enough (FAISS, 2 cores)
+HNSW_M = 32
+
+
+def normalised(vectors: Any) -> np.ndarray:
+    """The rows of ``vectors`` (n × d) scaled to unit length, float32; zero or non-finite rows are refused."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise InputError(f"mention vectors must be a matrix (n × d), got shape {matrix.shape}")
+    norms = np.linalg.norm(matrix.astype(np.float64), axis=1)
+    bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0))
+    if bad.size:
+        raise InputError(f"mention vector {int(bad[0])} is zero or not finite; it has no cosine distance")
+    return (matrix / norms[:, None]).astype(np.float32)
+
+
+def _check_tau(tau: float) -> None:
+    if not (np.isfinite(tau) and 0 <= tau <= 2):
+        raise InputError(f"--threshold (τ, a cosine distance) must be between 0 and 2, got {tau}")
+
+
+def canonical_labels(labels: Any) -> np.ndarray:
+    """``labels`` renumbered 0, 1, ... in order of first appearance (the same partition)."""
+    _, first, inverse = np.unique(np.asarray(labels), return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))
+    return order[inverse].astype(np.int64)
+
+
+def cluster_dense(vectors: Any, tau: float) -> np.ndarray:
+    """Cluster labels (0.., by first appearance) of average linkage on cosine distance over all pairs,
+    merging while the average distance of the closest two clusters is ≤ ``tau``."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    _check_tau(tau)
+    matrix = normalised(vectors).astype(np.float64)
+    if len(matrix) < 2:
+        return np.zeros(len(matrix), dtype=np.int64)
+    tree = linkage(matrix, method="average", metric="cosine")
+    return canonical_labels(fcluster(tree, t=tau, criterion="distance"))
+
+
+def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The undirected kNN graph of the rows: ``(a, b, similarity)`` with ``a < b``, each pair once, the
+    cosine similarity in float64. Neighbours from FAISS: an exact ``IndexFlatIP`` on the normalised
+    vectors, HNSW (M 32) from ``HNSW_FROM`` vectors on."""
+    import faiss
+
+    if k < 1:
+        raise InputError(f"--k must be at least 1, got {k}")
+    matrix = normalised(vectors)
+    n, dimension = matrix.shape
+    if n < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    want = min(k, n - 1) + 1  # +1: a vector is its own first neighbour
+    if n >= HNSW_FROM:
+        index = faiss.IndexHNSWFlat(dimension, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efSearch = max(64, 2 * want)
+    else:
+        index = faiss.IndexFlatIP(dimension)
+    index.add(matrix)
+    _, neighbours = index.search(matrix, want)
+    rows = np.repeat(np.arange(n, dtype=np.int64), want)
+    cols = neighbours.reshape(-1).astype(np.int64)
+    keep = (cols >= 0) & (cols != rows)
+    a, b = np.minimum(rows[keep], cols[keep]), np.maximum(rows[keep], cols[keep])
+    keys = np.unique(a * n + b)
+    a, b = keys // n, keys % n
+    sims = np.empty(len(a))
+    step = max(1, 4_000_000 // max(dimension, 1))  # bounded scratch memory
+    for start in range(0, len(a), step):
+        left = matrix[a[start:start + step]].astype(np.float64)
+        right = matrix[b[start:start + step]].astype(np.float64)
+        sims[start:start + step] = np.einsum("ij,ij->i", left, right)
+    return a, b, sims
+
+
+def cluster_knn(vectors: Any, tau: float, k: int = 50) -> np.ndarray:
+    """Cluster labels (0.., by first appearance) of average linkage over the kNN graph (pairs that are
+    not edges count as cosine distance 1), merging while the closest average distance is ≤ ``tau``."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    _check_tau(tau)
+    if tau >= 1:
+        raise InputError(f"--threshold {tau}: over the kNN graph τ must be below 1 (a cosine distance of 1 is what "
+                         "a pair that is not an edge counts as, so τ ≥ 1 would merge unrelated mentions); use "
+                         "all-pairs clustering for such thresholds")
+    n = len(np.asarray(vectors))
+    a, b, sims = knn_edges(vectors, k)
+    if n < 2:
+        return np.zeros(n, dtype=np.int64)
+    least = 1.0 - tau
+    strong = sims >= least
+    graph = coo_matrix((np.ones(int(strong.sum()), dtype=np.int8), (a[strong], b[strong])), shape=(n, n))
+    _, component = connected_components(graph, directed=False)
+    inside = component[a] == component[b]
+    a, b, sims = a[inside], b[inside], sims[inside]
+    labels = np.arange(n, dtype=np.int64)
+    order = np.argsort(component[a], kind="stable")
+    a, b, sims = a[order], b[order], sims[order]
+    bounds = np.flatnonzero(np.diff(component[a])) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(a)], strict=True):
+        if hi > lo:
+            _average_linkage(a[lo:hi], b[lo:hi], sims[lo:hi], tau, labels)
+    return canonical_labels(labels)
+
+
+def _average_linkage(a: np.ndarray, b: np.ndarray, sims: np.ndarray, tau: float, labels: np.ndarray) -> None:
+    """Average linkage over one component's edges; writes the merged cluster's representative into ``labels``.
+
+    Clusters are named by one member (the representative); ``links[c][d]`` is the sum of the pair
+    similarities between clusters c and d over the edges. Heap entries ``(distance, c, d, version_c,
+    version_d)`` are stale once c or d has changed since they were pushed."""
+    links: dict[int, dict[int, float]] = {}
+    for x, y, s in zip(a.tolist(), b.tolist(), sims.tolist(), strict=True):
+        links.setdefault(x, {})[y] = s
+        links.setdefault(y, {})[x] = s
+    size = dict.fromkeys(links, 1)
+    version = dict.fromkeys(links, 0)
+    members: dict[int, list[int]] = {c: [c] for c in links}
+    heap: list[tuple[float, int, int, int, int]] = []
+    for x, y, s in zip(a.tolist(), b.tolist(), sims.tolist(), strict=True):
+        if 1.0 - s <= tau:
+            heap.append((1.0 - s, min(x, y), max(x, y), 0, 0))
+    heapq.heapify(heap)
+    while heap:
+        _, c, d, vc, vd = heapq.heappop(heap)
+        if version.get(c) != vc or version.get(d) != vd:  # stale: c or d merged since
+            continue
+        if len(links[c]) < len(links[d]):  # keep the cluster with more links, fold the other into it
+            c, d = d, c
+        for x, s in links.pop(d).items():
+            if x == c:
+                continue
+            links[c][x] = links[c].get(x, 0.0) + s
+            neighbour = links[x]
+            neighbour[c] = neighbour.get(c, 0.0) + neighbour.pop(d)
+        del links[c][d]
+        size[c] += size.pop(d)
+        members[c].extend(members.pop(d))
+        del version[d]
+        version[c] += 1
+        for x, s in links[c].items():
+            distance = 1.0 - s / (size[c] * size[x])
+            if distance <= tau:
+                heapq.heappush(heap, (distance, min(c, x), max(c, x), version[min(c, x)], version[max(c, x)]))
+    for representative, group in members.items():
+        labels[group] = representative

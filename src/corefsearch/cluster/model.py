@@ -1,0 +1,244 @@
+"""The contrastive mention encoder of Hsu & Horwood (2022, §3.2; DESIGN.md §4 "Contrastive").
+
+A Hugging Face encoder reads a mention's input (:mod:`corefsearch.cluster.inputs`: the document's
+first two sentences + the mention's sentence with ``[E]``/``[/E]``); two MLPs map the first token's
+vector (``[CLS]``, the document and the mention together) and the element-wise sum of the mention's
+token vectors; the mention's vector is ``v = [MLP₁(CLS) ; MLP₂(Σ mention tokens)]``, L2-normalised so
+that the dot product is the cosine that the contrastive loss and the clustering use. One encoder pass
+per mention, n passes for n mentions, instead of a cross-encoder's n² pairs.
+
+A saved encoder is a Hugging Face folder (``config.json``, ``model.safetensors``, the tokenizer with
+``[E]``/``[/E]``) plus ``clusterer_head.safetensors`` (the two MLPs) and ``corefsearch_clusterer.json``
+(:class:`ClustererConfig`: base model, max length, MLP sizes, markers, and the threshold τ that
+training picks on dev). The config is read strictly (:func:`corefsearch.artefacts.config_from_json`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MAX_LENGTH, MentionRecord, encoder_input
+from corefsearch.dense.encoder import DEFAULT_MODEL, load_offline, resolve_model
+from corefsearch.errors import InputError, MissingArtefactError
+
+if TYPE_CHECKING:
+    import torch
+
+CLUSTERER_CONFIG = "corefsearch_clusterer.json"
+HEAD_WEIGHTS = "clusterer_head.safetensors"
+TRAIN_HINT = "train one with `corefsearch train clusterer`"
+
+
+@dataclass
+class ClustererConfig:
+    """How a mention encoder reads and what it outputs; saved beside its weights."""
+
+    base_model: str = DEFAULT_MODEL
+    max_length: int = MAX_LENGTH
+    mlp_hidden: int = 1024  # the paper's hidden layer of both MLPs
+    mlp_out: int = 1024  # each half of v (the paper: 2 × 1024 = 2048 dimensions)
+    dropout: float = 0.1
+    start_marker: str = ENTITY_START
+    end_marker: str = ENTITY_END
+    threshold: float | None = None  # τ, the cosine distance where clustering stops; set by training on dev
+
+    def validate(self) -> None:
+        for name, value, least in (("max_length", self.max_length, 8), ("mlp_hidden", self.mlp_hidden, 1),
+                                   ("mlp_out", self.mlp_out, 1)):
+            if value < least:
+                raise InputError(f"{name} must be at least {least}, got {value}")
+        if not 0 <= self.dropout < 1:
+            raise InputError(f"dropout must be in [0, 1), got {self.dropout}")
+        if (self.start_marker, self.end_marker) != (ENTITY_START, ENTITY_END):
+            raise InputError(f"markers must be {ENTITY_START} and {ENTITY_END}, got {self.start_marker} and "
+                             f"{self.end_marker}")
+        if self.threshold is not None and (isinstance(self.threshold, bool) or
+                                           not isinstance(self.threshold, (int, float)) or
+                                           not 0 <= self.threshold <= 2):
+            raise InputError(f"threshold (a cosine distance) must be between 0 and 2, got {self.threshold}")
+
+
+def add_entity_markers(tokenizer: Any, model: Any) -> tuple[int, int]:
+    """Add ``[E]``/``[/E]`` to a tokenizer (once; special: never split nor lower-cased) and rows for
+    them to the model's embeddings; their ids. (As ``dense.encoder.add_marker_tokens`` does for
+    ``[M]``/``[/M]``.)"""
+    missing = [t for t in (ENTITY_START, ENTITY_END) if t not in tokenizer.get_vocab()]
+    if missing:
+        from transformers import AddedToken
+        from transformers.utils import logging as hf_logging
+
+        tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing], special_tokens=True)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        try:
+            model.resize_token_embeddings(len(tokenizer))
+        finally:
+            hf_logging.set_verbosity(verbosity)
+    start_id, end_id = tokenizer.convert_tokens_to_ids([ENTITY_START, ENTITY_END])
+    return int(start_id), int(end_id)
+
+
+def _mlp(n_in: int, hidden: int, out: int, dropout: float) -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, out))
+
+
+def _head_module(config: ClustererConfig, width: int) -> Any:
+    from torch import nn
+
+    class ClustererHead(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cls = _mlp(width, config.mlp_hidden, config.mlp_out, config.dropout)
+            self.mention = _mlp(width, config.mlp_hidden, config.mlp_out, config.dropout)
+
+    return ClustererHead()
+
+
+class MentionEncoder:
+    """The encoder, its tokenizer, the two MLPs and the config."""
+
+    def __init__(self, model: Any, tokenizer: Any, config: ClustererConfig, head: Any = None,
+                 device: str = "cpu") -> None:
+        config.validate()
+        if not getattr(tokenizer, "is_fast", False):
+            raise InputError("corefsearch needs a fast (Rust) tokenizer for character offsets; "
+                             f"{type(tokenizer).__name__} is not one")
+        self.model = model.to(device)
+        self.tokenizer = tokenizer
+        self.config = config
+        self.device = device
+        self.marker_ids = add_entity_markers(tokenizer, self.model)
+        self.head = (head if head is not None else _head_module(config, int(model.config.hidden_size))).to(device)
+
+    @property
+    def dimension(self) -> int:
+        return 2 * self.config.mlp_out
+
+    @classmethod
+    def from_base(cls, name_or_path: str | None, config: ClustererConfig | None = None,
+                  device: str = "cpu") -> MentionEncoder:
+        """A new encoder (random MLPs) on a Hugging Face model (default: the bundled all-MiniLM-L6-v2)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        config = config or ClustererConfig()
+        reference = resolve_model(name_or_path)
+        if name_or_path not in (None, "", "default"):
+            config.base_model = reference
+        tokenizer = load_offline(AutoTokenizer, reference, use_fast=True)
+        model = load_offline(AutoModel, reference)
+        return cls(model, tokenizer, config, device=device)
+
+    @classmethod
+    def load(cls, folder: Path, device: str = "cpu") -> MentionEncoder:
+        """An encoder saved by :meth:`save`; a folder that is not one is a one-line error."""
+        from safetensors.torch import load_file
+        from transformers import AutoModel, AutoTokenizer
+
+        from corefsearch.artefacts import config_from_json
+
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise MissingArtefactError(f"{folder}: no such mention encoder folder; {TRAIN_HINT}")
+        config_path = folder / CLUSTERER_CONFIG
+        if not config_path.is_file() or not (folder / HEAD_WEIGHTS).is_file():
+            raise MissingArtefactError(f"{folder} is not a mention encoder (no {CLUSTERER_CONFIG} / {HEAD_WEIGHTS}); "
+                                       f"{TRAIN_HINT}")
+        remedy = f"copy the mention encoder folder {folder} again, or train it again (`corefsearch train clusterer`)"
+        config = config_from_json(ClustererConfig, config_path, remedy, "mention encoder configuration")
+        tokenizer = load_offline(AutoTokenizer, str(folder), use_fast=True)
+        if ENTITY_START not in tokenizer.get_vocab() or ENTITY_END not in tokenizer.get_vocab():
+            raise InputError(f"{folder}: the tokenizer lacks the {ENTITY_START}/{ENTITY_END} tokens the encoder was "
+                             f"trained with; {remedy}")
+        model = load_offline(AutoModel, str(folder))
+        encoder = cls(model, tokenizer, config, device=device)
+        try:
+            encoder.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
+        except Exception as err:  # SafetensorError (not safetensors), RuntimeError (other keys or shapes)
+            why = " ".join(str(err).split())[:240]
+            raise InputError(f"{folder / HEAD_WEIGHTS}: the head does not load ({type(err).__name__}: {why}); it "
+                             f"must be the head saved with {CLUSTERER_CONFIG}: {remedy}") from None
+        return encoder
+
+    def save(self, folder: Path) -> None:
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
+                  str(folder / HEAD_WEIGHTS))
+        (folder / CLUSTERER_CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
+
+    def modules(self) -> list[Any]:
+        return [self.model, self.head]
+
+    def train(self, mode: bool = True) -> None:
+        for module in self.modules():
+            module.train(mode)
+
+    def parameters(self) -> list[Any]:
+        return [p for module in self.modules() for p in module.parameters()]
+
+    def batch(self, records: Sequence[MentionRecord]) -> dict[str, torch.Tensor]:
+        """Padded ``input_ids``, ``attention_mask``, ``token_type_ids`` (if the tokenizer has them) and
+        ``mention_mask`` (1 on the mention's tokens)."""
+        import torch
+
+        inputs = [encoder_input(self.tokenizer, r, self.config.max_length) for r in records]
+        width = max(len(i.input_ids) for i in inputs)
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(inputs), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(inputs), width), dtype=torch.long)
+        types = torch.zeros((len(inputs), width), dtype=torch.long)
+        mention = torch.zeros((len(inputs), width), dtype=torch.float32)
+        for row, item in enumerate(inputs):
+            ids[row, :len(item.input_ids)] = torch.tensor(item.input_ids)
+            attention[row, :len(item.input_ids)] = 1
+            if item.token_type_ids is not None:
+                types[row, :len(item.token_type_ids)] = torch.tensor(item.token_type_ids)
+            mention[row, item.mention_start:item.mention_end] = 1
+        batch = {"input_ids": ids, "attention_mask": attention, "mention_mask": mention}
+        if inputs and inputs[0].token_type_ids is not None:
+            batch["token_type_ids"] = types
+        return {name: tensor.to(self.device) for name, tensor in batch.items()}
+
+    def forward(self, records: Sequence[MentionRecord]) -> torch.Tensor:
+        """The L2-normalised vectors ``[MLP₁(CLS) ; MLP₂(Σ mention tokens)]`` (records × 2·mlp_out), with
+        gradients (for training)."""
+        import torch
+        import torch.nn.functional as F
+
+        batch = self.batch(records)
+        mention_mask = batch.pop("mention_mask")
+        hidden = self.model(**batch).last_hidden_state
+        cls = hidden[:, 0]
+        summed = (hidden * mention_mask.unsqueeze(-1)).sum(dim=1)
+        vector = torch.cat([self.head.cls(cls), self.head.mention(summed)], dim=-1)
+        return F.normalize(vector, dim=-1)
+
+    def encode(self, records: Sequence[MentionRecord], batch_size: int = 32) -> np.ndarray:
+        """The vectors of ``records`` (float32, unit length, in order), in evaluation mode."""
+        import torch
+
+        if batch_size < 1:
+            raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        was_training = self.model.training
+        self.train(False)
+        out = np.zeros((len(records), self.dimension), dtype=np.float32)
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(records), batch_size):
+                    chunk = records[start:start + batch_size]
+                    out[start:start + len(chunk)] = self.forward(chunk).float().cpu().numpy()
+        finally:
+            self.train(was_training)
+        return out
