@@ -11,6 +11,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from conftest import NewsCorpus
 
 from corefsearch.datasets.ecbplus import (
     SENTENCES_CSV,
@@ -308,3 +309,171 @@ def test_bad_paths(tmp_path: Path) -> None:
         list(read_ecbplus(broken))
     with pytest.raises(InputError, match="mention type"):
         list(read_ecbplus(TARBALL, mention_type="events"))
+
+
+# --- --chains all: every gold mention (intra-document chains and singletons too) ---------------
+
+
+def _chain_kind(cluster_id: str) -> str:
+    return cluster_id.split("_")[0] if cluster_id.startswith(("INTRA_", "SINGLETON_")) else "CROSS"
+
+
+def test_chains_all_adds_intra_document_chains_and_singletons(ecbplus_subset: Path) -> None:
+    cross = {d.doc_id: d for d in read_ecbplus(ecbplus_subset, mention_type="all")}
+    every = {d.doc_id: d for d in read_ecbplus(ecbplus_subset, mention_type="all", chains="all")}
+    assert list(every) == list(cross)
+    # An independent reading of the XML: each event/entity markable on tokens outside the URL
+    # sentence, with the chain it should get.
+    expected: dict[str, str] = {}
+    for file in sorted((ecbplus_subset / "ECB+").glob("*/*.xml")):
+        root = ET.parse(file).getroot()
+        doc_id = file.stem
+        sentence = {t.get("t_id"): int(t.get("sentence")) for t in root.iter("token") if (t.text or "").strip()}
+        chain: dict[str, str] = {}
+        for rel in root.iter("INTRA_DOC_COREF"):
+            for source in rel.iter("source"):
+                chain[source.get("m_id")] = f"INTRA_{doc_id}_{rel.find('target').get('m_id')}"
+        for rel in root.iter("CROSS_DOC_COREF"):
+            for source in rel.iter("source"):
+                chain[source.get("m_id")] = rel.get("note")
+        for markable in root.find("Markables"):
+            anchors = [sentence.get(a.get("t_id")) for a in markable.iter("token_anchor")]
+            if markable.tag.startswith("UNKNOWN") or not any(
+                    s is not None and not (doc_id.endswith("ecbplus") and s == 0) for s in anchors):
+                continue
+            m_id = markable.get("m_id")
+            expected[f"{doc_id}_{m_id}"] = chain.get(m_id, f"SINGLETON_{doc_id}_{m_id}")
+    got = {m.mention_id: m.cluster_id for d in every.values() for m in d.mentions}
+    assert got == expected
+    for doc_id, doc in every.items():
+        assert doc.text == cross[doc_id].text and doc.units == cross[doc_id].units
+        # Every cross-document mention of the default reading is kept, unchanged.
+        assert [m for m in doc.mentions if _chain_kind(m.cluster_id) == "CROSS"] == cross[doc_id].mentions
+        for m in doc.mentions:
+            m.validate(doc.text)
+    mentions = [m for d in every.values() for m in d.mentions]
+    assert len({m.mention_id for m in mentions}) == len(mentions)
+    kinds = collections.Counter(_chain_kind(m.cluster_id) for m in mentions)
+    assert kinds == {"CROSS": 845, "SINGLETON": 1223, "INTRA": 20}
+    members = collections.defaultdict(list)
+    for m in mentions:
+        members[m.cluster_id].append(m)
+    # Cluster ids are unique across the corpus: a singleton has one mention, an intra-document
+    # chain lies in one document, and neither reuses a cross-document chain id.
+    assert all(len(ms) == 1 for cid, ms in members.items() if cid.startswith("SINGLETON_"))
+    intra = {cid: ms for cid, ms in members.items() if cid.startswith("INTRA_")}
+    assert intra and all(len({m.doc_id for m in ms}) == 1 and cid.startswith(f"INTRA_{ms[0].doc_id}_")
+                         for cid, ms in intra.items())
+    assert {cid for d in cross.values() for m in d.mentions for cid in [m.cluster_id]} == {
+        cid for cid in members if _chain_kind(cid) == "CROSS"}
+    # --mention-type still selects by the markable's own tag.
+    events = [m for d in read_ecbplus(ecbplus_subset, chains="all") for m in d.mentions]
+    assert events == [m for d in every.values() for m in d.mentions if m.type == "event"]
+    assert collections.Counter(_chain_kind(m.cluster_id) for m in events) == {
+        "CROSS": 404, "SINGLETON": 668, "INTRA": 8}
+
+
+def test_chains_all_matches_the_published_statistics(test_topics_folder: Path) -> None:
+    # Barhom et al. (2019), Table 1, ECB+ test split (validated sentences, singletons included):
+    # 1,780 event mentions in 805 chains, 2,055 entity mentions in 608 chains.
+    docs = list(read_ecbplus(test_topics_folder, mention_type="all", validated_only=True, chains="all"))
+    for kind, mentions, chains in (("event", 1_780, 805), ("entity", 2_055, 608)):
+        of_kind = [m for d in docs for m in d.mentions if m.type == kind]
+        assert (len(of_kind), len({m.cluster_id for m in of_kind})) == (mentions, chains), kind
+    # The cross-document mentions are those of the default reading (1,197 events).
+    default = sum(len(d.mentions) for d in read_ecbplus(test_topics_folder, validated_only=True))
+    events = [m for d in docs for m in d.mentions if m.type == "event"]
+    assert sum(_chain_kind(m.cluster_id) == "CROSS" for m in events) == default == 1_197
+    for doc in docs:
+        for m in doc.mentions:
+            assert any(s <= m.start and m.end <= e for s, e in doc.units)
+
+
+def test_chains_all_on_the_whole_corpus(corpus: dict[str, Document]) -> None:
+    docs = list(read_ecbplus(TARBALL, mention_type="all", chains="all"))
+    mentions = [m for d in docs for m in d.mentions]
+    assert len({m.mention_id for m in mentions}) == len(mentions)
+    for kind, total, clusters in (("event", 15_003, 8_877), ("entity", 17_294, 7_657)):
+        of_kind = [m for m in mentions if m.type == kind]
+        assert (len(of_kind), len({m.cluster_id for m in of_kind})) == (total, clusters), kind
+    # All 185 INTRA_DOC_COREF relations of the release give a chain (409 sources), and none of
+    # their sources is also a CROSS_DOC_COREF source.
+    intra = [m for m in mentions if m.cluster_id.startswith("INTRA_")]
+    assert (len(intra), len({m.cluster_id for m in intra})) == (409, 185)
+    cross = [m for m in mentions if _chain_kind(m.cluster_id) == "CROSS"]
+    assert cross == [m for d in corpus.values() for m in d.mentions]
+
+
+def test_chains_must_be_known() -> None:
+    with pytest.raises(InputError, match="--chains must be one of cross-document, all"):
+        next(read_ecbplus(TARBALL, chains="intra"))
+
+
+def test_chains_all_dataset_keeps_the_search_queries(ecbplus_subset: Path, subset_dataset: Path,
+                                                     tmp_path: Path) -> None:
+    import json
+
+    from corefsearch.datasets.build import BuildOptions, build_dataset
+
+    out = tmp_path / "all"
+    build_dataset(read_ecbplus(ecbplus_subset, chains="all"), out, BuildOptions(splits=("test",)),
+                  source_name=str(ecbplus_subset))
+    def passages(root: Path) -> list[dict]:
+        return [json.loads(line) for line in (root / "passages.jsonl").read_text().splitlines()]
+
+    # The same passages; each keeps its cross-document mentions and gains the others.
+    old_passages, new_passages = passages(subset_dataset), passages(out)
+    assert [{k: v for k, v in p.items() if k != "mentions"} for p in new_passages] == [
+        {k: v for k, v in p.items() if k != "mentions"} for p in old_passages]
+    for old_passage, new_passage in zip(old_passages, new_passages, strict=True):
+        kept = [m for m in new_passage["mentions"] if _chain_kind(m["cluster_id"]) == "CROSS"]
+        assert kept == old_passage["mentions"]
+    assert sum(len(p["mentions"]) for p in new_passages) > sum(len(p["mentions"]) for p in old_passages)
+
+    def queries(root: Path) -> dict[str, dict]:
+        lines = (root / "queries" / "test.jsonl").read_text().splitlines()
+        return {q["id"]: q for q in map(json.loads, lines)}
+
+    def qrels(root: Path) -> dict[str, set[str]]:
+        relevant = collections.defaultdict(set)
+        for line in (root / "qrels" / "test.txt").read_text().splitlines():
+            qid, _, pid, _ = line.split()
+            relevant[qid].add(pid)
+        return relevant
+
+    before, after = queries(subset_dataset), queries(out)
+    # Every query of the default dataset is there, with the same relevant passages; the new ones
+    # come from intra-document chains only (a singleton has no other passage to find).
+    assert {qid: after[qid] for qid in before} == before
+    assert {_chain_kind(after[qid]["cluster_id"]) for qid in set(after) - set(before)} == {"INTRA"}
+    old, new = qrels(subset_dataset), qrels(out)
+    assert {qid: new[qid] for qid in old} == old
+    clusters = [json.loads(line) for line in (out / "clusters.jsonl").read_text().splitlines()]
+    assert len({c["cluster_id"] for c in clusters}) == len(clusters)
+    assert sum(c["cluster_id"].startswith("SINGLETON_") for c in clusters) == 668
+
+
+def test_cli_chains_option(ecbplus_subset: Path, news_corpus: NewsCorpus, tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from corefsearch.cli import app
+
+    runner = CliRunner(env={"COLUMNS": "250"})
+    result = runner.invoke(app, ["build-dataset", str(news_corpus.folder), "--format", "generic", "--chains", "all",
+                                 "--out", str(tmp_path / "generic")])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert "--chains applies to --format ecbplus only" in result.output
+    assert not (tmp_path / "generic").exists()
+    for chains in (None, "all"):
+        out = tmp_path / f"ecbplus-{chains}"
+        args = ["build-dataset", str(ecbplus_subset), "--format", "ecbplus", "--splits", "test", "--out", str(out)]
+        result = runner.invoke(app, args + (["--chains", chains] if chains else []))
+        assert result.exit_code == 0, result.output
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["options"]["source"]["chains"] == (chains or "cross-document")
+    result = runner.invoke(app, ["build-dataset", str(ecbplus_subset), "--format", "ecbplus", "--chains", "intra",
+                                 "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 1 and "--chains must be one of" in result.output

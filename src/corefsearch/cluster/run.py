@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.cluster.baselines import METHODS, mention_head_lemmas, same_lemma, singletons
-from corefsearch.cluster.mentions import read_split_mentions
+from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
+from corefsearch.cluster.mentions import ClusterMention, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
 from corefsearch.errors import InputError
@@ -23,39 +24,96 @@ class ClusterSummary:
     clusters: int
     groups: int
     seconds: float
+    threshold: float | None = None  # τ of --method encoder
+
+
+ALL_METHODS = (*METHODS, "encoder")
 
 
 def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
-    inputs = {"DATASET": a["dataset"]}
+    inputs = {"DATASET": a["dataset"], "--model": a["model"]}
     return [Output(a["out"], "--out", inputs=inputs),
             Output(a["conll"], "--conll", inputs={**inputs, "--out": a["out"]})]
 
 
 @writes_outputs(_cluster_outputs)
 def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str = "test", scope: str = "topic",
-                    conll: Path | None = None, topic_threshold: float | None = None) -> ClusterSummary:
+                    conll: Path | None = None, topic_threshold: float | None = None, model: Path | None = None,
+                    threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                    device: str = "auto") -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
-    ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``."""
+    ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``.
+    With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
+    (``threshold``, default the model's), ``k`` neighbours of the corpus scope's kNN graph (default 50),
+    the encoding ``batch_size`` and ``device`` (see ``encoder.py``)."""
     started = time.perf_counter()
-    if method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method not in ALL_METHODS:
+        raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
+    if method != "encoder":
+        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k))
+                 if value is not None]
+        if given:
+            raise InputError(f"{', '.join(given)}: only with --method encoder (the trained mention encoder), "
+                             f"not with --method {method}")
+    else:
+        if model is None:
+            raise InputError("--method encoder needs --model MODEL_DIR (a mention encoder from `corefsearch train "
+                             "clusterer`)")
+        if k is not None and k < 1:
+            raise InputError(f"--k must be at least 1, got {k}")
+        if k is not None and scope != "corpus":
+            raise InputError(f"--k: the neighbours of the kNN graph of --scope corpus; --scope {scope} compares "
+                             "every pair within a group, leave --k out")
+        if batch_size < 1:
+            raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        from corefsearch.dense.encoder import check_device
+
+        check_device(device)
     if scope not in SCOPES:
         raise InputError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     if topic_threshold is not None and scope != "predicted-topic":
         raise InputError("--topic-threshold cuts the document tree of --scope predicted-topic; "
                          f"it does nothing with --scope {scope}")
     found = read_split_mentions(dataset, split)
-    threshold = DEFAULT_TOPIC_THRESHOLD if topic_threshold is None else topic_threshold
+    topic_cut = DEFAULT_TOPIC_THRESHOLD if topic_threshold is None else topic_threshold
     # Checked for singletons too (a missing topic is an error with every method), so that a loop over
     # methods and scopes fails at once; the singleton partition itself is the same in every scope.
-    groups = mention_groups(found.mentions, scope, dataset, threshold)
+    groups = mention_groups(found.mentions, scope, dataset, topic_cut)
+    tau: float | None = None
     if method == "singletons":
         assignment = singletons(found.mentions)
+    elif method == "encoder":
+        assignment, tau = _encoder_assignment(Path(dataset), split, found.mentions, groups, scope, Path(model),
+                                         threshold, DEFAULT_K if k is None else k, batch_size, device)
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
     write_clusters(out, assignment)
     if conll is not None:
         write_conll(conll, assignment)
     return ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
-                          len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started)
+                          len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started,
+                          tau)
+
+
+def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention], groups: dict[str, str],
+                        scope: str, model: Path, threshold: float | None, k: int, batch_size: int,
+                        device: str) -> tuple[dict[str, str], float]:
+    """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
+    for ``scope`` corpus, over the kNN graph of ``k`` neighbours; the assignment and the τ used."""
+    from corefsearch.cluster.encoder import cluster_vectors, split_records
+    from corefsearch.cluster.model import MentionEncoder
+    from corefsearch.dense.encoder import resolve_device
+
+    encoder = MentionEncoder.load(model, resolve_device(device))
+    tau = encoder.config.threshold if threshold is None else threshold
+    if tau is None:
+        raise InputError(f"{model}: the mention encoder records no threshold (it was trained without a dev split); "
+                         "give --threshold τ (a cosine distance, e.g. 0.5)")
+    records = split_records(dataset, split)
+    ids = [r.mention_id for r in records]
+    if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
+        raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")
+    vectors = encoder.encode(records, batch_size=batch_size)
+    types = {m.mention_id: m.type for m in mentions}
+    return cluster_vectors(ids, vectors, groups, types, float(tau), scope, k), float(tau)

@@ -1,10 +1,17 @@
 """ECB+ (Cybulska & Vossen, LREC 2014): the original XML corpus, as a folder or a ``.tar.gz``.
 
 One :class:`Document` per XML file (``<topic>_<n>ecb.xml`` / ``<topic>_<n>ecbplus.xml``).
-Only mentions in cross-document chains are kept: the ``source`` markables of
-``CROSS_DOC_COREF`` relations, whose chain id is the ``instance_id`` of the relation's
-``target`` markable (the relation's ``note`` always equals it in the release). Singletons
-and ``INTRA_DOC_COREF``-only chains are left out.
+By default (``chains="cross-document"``) only mentions in cross-document chains are kept: the
+``source`` markables of ``CROSS_DOC_COREF`` relations, whose chain id is the ``instance_id`` of
+the relation's ``target`` markable (the relation's ``note`` always equals it in the release).
+Singletons and ``INTRA_DOC_COREF``-only chains are left out.
+
+``chains="all"`` keeps every gold mention, as cross-document coreference scoring needs: also
+the sources of ``INTRA_DOC_COREF`` relations, in the chain ``INTRA_{doc_id}_{target m_id}``
+(the target markable carries no tokens and no ``instance_id``; 110 of the 185 targets are
+``UNKNOWN_INSTANCE_TAG``), and every other event/entity markable with token anchors that is in
+no relation, as the singleton chain ``SINGLETON_{doc_id}_{m_id}``. A markable that were the
+source of both kinds of relation would keep its cross-document chain (none is, in the release).
 
 Facts of the release that the reader relies on (checked on all 982 files):
 
@@ -37,6 +44,7 @@ from corefsearch.schema import Document, Mention, safe_id
 DEV_TOPICS = frozenset({2, 5, 12, 18, 21, 23, 34, 35})
 TEST_TOPICS = frozenset(range(36, 46))
 MENTION_TYPE_CHOICES = ("event", "entity", "all")
+CHAIN_CHOICES = ("cross-document", "all")
 SENTENCES_CSV = "ECBplus_coreference_sentences.csv"
 
 EVENT_TAG_PREFIXES = ("ACTION_", "NEG_ACTION_")
@@ -184,7 +192,7 @@ def _iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
 
 
 def _parse_document(name: str, where: str, data: bytes, mention_type: str,
-                    validated: ValidatedSentences | None) -> Document:
+                    validated: ValidatedSentences | None, chains: str = "cross-document") -> Document:
     try:
         root = ET.fromstring(data)
     except ET.ParseError as err:
@@ -245,6 +253,36 @@ def _parse_document(name: str, where: str, data: bytes, mention_type: str,
     markables = {m.get("m_id"): m for m in (markable_list if markable_list is not None else [])}
     mentions: list[Mention] = []
     seen: set[str] = set()
+
+    def add(m_id: str, cluster_id: str, relation: str) -> None:
+        """Keep markable ``m_id`` as a mention of ``cluster_id`` if it is of the requested type,
+        anchored on text, and (with validated sentences) inside them."""
+        markable = markables.get(m_id)
+        if markable is None:
+            raise InputError(f"{where}: {relation} links the unknown markable {m_id!r}")
+        kind = mention_kind(markable.tag)
+        if kind is None or (mention_type != "all" and kind != mention_type):
+            return
+        anchors = [a.get("t_id") or "" for a in markable.iter("token_anchor")]
+        unknown = [t for t in anchors if t not in token_sentence]
+        if unknown:
+            raise InputError(f"{where}: markable {m_id} is anchored on unknown token(s) {unknown}")
+        # Empty tokens have no span: the mention runs from its first to last non-empty token.
+        spans = [token_span[t] for t in anchors if t in token_span]
+        if not spans:
+            return  # only empty tokens or the URL sentence: nothing to point at
+        if allowed is not None and not all(token_sentence[t] in allowed for t in anchors):
+            return
+        mention_id = safe_id(f"{doc_id}_{m_id}")
+        if mention_id in seen:
+            raise InputError(f"{where}: markable {m_id} is a source of more than one {relation.split()[0]}")
+        seen.add(mention_id)
+        mention = Mention(mention_id=mention_id, doc_id=doc_id, start=min(s for s, _ in spans),
+                          end=max(e for _, e in spans), cluster_id=cluster_id, type=kind)
+        mention.validate(text, where)
+        mentions.append(mention)
+
+    cross_sources: set[str] = set()
     for relation in root.iter("CROSS_DOC_COREF"):
         target = relation.find("target")
         chain = markables.get(target.get("m_id")) if target is not None else None
@@ -255,47 +293,47 @@ def _parse_document(name: str, where: str, data: bytes, mention_type: str,
             raise InputError(f"{where}: CROSS_DOC_COREF {relation.get('r_id')} names no chain id")
         for source in relation.iter("source"):
             m_id = source.get("m_id") or ""
-            markable = markables.get(m_id)
-            if markable is None:
-                raise InputError(f"{where}: CROSS_DOC_COREF {relation.get('r_id')} links the unknown "
-                                 f"markable {m_id!r}")
-            kind = mention_kind(markable.tag)
-            if kind is None or (mention_type != "all" and kind != mention_type):
-                continue
-            anchors = [a.get("t_id") or "" for a in markable.iter("token_anchor")]
-            unknown = [t for t in anchors if t not in token_sentence]
-            if unknown:
-                raise InputError(f"{where}: markable {m_id} is anchored on unknown token(s) {unknown}")
-            # Empty tokens have no span: the mention runs from its first to last non-empty token.
-            spans = [token_span[t] for t in anchors if t in token_span]
-            if not spans:
-                continue  # only empty tokens or the URL sentence: nothing to point at
-            if allowed is not None and not all(token_sentence[t] in allowed for t in anchors):
-                continue
-            mention_id = safe_id(f"{doc_id}_{m_id}")
-            if mention_id in seen:
-                raise InputError(f"{where}: markable {m_id} is a source of more than one CROSS_DOC_COREF")
-            seen.add(mention_id)
-            mention = Mention(mention_id=mention_id, doc_id=doc_id, start=min(s for s, _ in spans),
-                              end=max(e for _, e in spans), cluster_id=str(cluster_id), type=kind)
-            mention.validate(text, where)
-            mentions.append(mention)
+            cross_sources.add(m_id)
+            add(m_id, str(cluster_id), f"CROSS_DOC_COREF {relation.get('r_id')}")
+    if chains == "all":
+        # An intra-document chain is the relation's sources; its target is a markable without
+        # tokens and without instance_id (in the release: 185 relations, 409 sources; no source
+        # is also a CROSS_DOC_COREF source, but one that were would keep its cross-document chain).
+        chained = set(cross_sources)
+        for relation in root.iter("INTRA_DOC_COREF"):
+            target = relation.find("target")
+            target_id = target.get("m_id") if target is not None else None
+            if not target_id or target_id not in markables:
+                raise InputError(f"{where}: INTRA_DOC_COREF {relation.get('r_id')} has no target markable")
+            for source in relation.iter("source"):
+                m_id = source.get("m_id") or ""
+                chained.add(m_id)
+                if m_id not in cross_sources:
+                    add(m_id, f"INTRA_{doc_id}_{target_id}", f"INTRA_DOC_COREF {relation.get('r_id')}")
+        # Every other event/entity markable on tokens is a singleton (chain targets have no tokens).
+        for m_id, markable in markables.items():
+            if m_id and m_id not in chained and markable.find("token_anchor") is not None:
+                add(m_id, f"SINGLETON_{doc_id}_{m_id}", "singleton")
     mentions.sort(key=lambda m: (m.start, m.end, m.mention_id))
     return Document(doc_id=doc_id, text=text, title=title, units=units, mentions=mentions,
                     split=topic_split(topic), topic=str(topic))
 
 
 def read_ecbplus(path: Path, mention_type: str = "event", validated_only: bool = False,
-                 sentences_csv: Path | None = None) -> Iterator[Document]:
+                 sentences_csv: Path | None = None, chains: str = "cross-document") -> Iterator[Document]:
     """Read ECB+ from its XML folder or ``ECBplus.tar.gz``; one Document per file, sorted.
 
     ``mention_type``: ``event`` (ACTION_*, NEG_ACTION_*), ``entity`` (HUMAN_PART*,
     NON_HUMAN_PART*, LOC_*, TIME_*) or ``all``. ``validated_only`` keeps only the sentences
     listed in ``ECBplus_coreference_sentences.csv`` as units, and only the mentions inside
-    them; ``sentences_csv`` defaults to that file beside ``path``.
+    them; ``sentences_csv`` defaults to that file beside ``path``. ``chains``: ``cross-document``
+    (the mentions of CROSS_DOC_COREF chains) or ``all`` (also those of INTRA_DOC_COREF chains and
+    the singletons; see the module docstring).
     """
     if mention_type not in MENTION_TYPE_CHOICES:
         raise InputError(f"mention type must be one of {MENTION_TYPE_CHOICES}, got {mention_type!r}")
+    if chains not in CHAIN_CHOICES:
+        raise InputError(f"--chains must be one of {', '.join(CHAIN_CHOICES)}, got {chains!r}")
     path = Path(path)
     validated: ValidatedSentences | None = None
     if validated_only:
@@ -305,4 +343,4 @@ def read_ecbplus(path: Path, mention_type: str = "event", validated_only: bool =
                              f"{SENTENCES_CSV}; give it with --sentences-csv)")
         validated = read_validated_sentences(csv_path)
     for name, where, data in _iter_sources(path):
-        yield _parse_document(name, where, data, mention_type, validated)
+        yield _parse_document(name, where, data, mention_type, validated, chains)

@@ -13,6 +13,7 @@ from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic")
 MENTION_TYPE_CHOICES = ("event", "entity", "all")
 SPLIT_BY = ("clusters", "corpus")
+CHAIN_CHOICES = ("cross-document", "all")  # ecbplus: the chains whose mentions are kept
 # Formats whose documents come with a fixed split (ECB+ topics, CoreSearch's files) and those
 # whose clusters build splits by a seeded shuffle unless told otherwise.
 FIXED_SPLIT_FORMATS = ("ecbplus", "coresearch")
@@ -27,12 +28,14 @@ class SourceOptions:
     splits: tuple[str, ...] = ("train", "dev", "test")
     sentences: str | None = None  # generic: spacy (the default) | newline (see segmentation.py)
     split_by: str | None = None  # None: the format's default (see effective_split_by)
+    chains: str | None = None  # ecbplus: cross-document (the default) | all; refused for the others
 
     def resolved(self, source_format: str) -> dict[str, str | None]:
         """The options as they apply to ``source_format`` (defaults filled in), for the manifest."""
         return {"mention_type": effective_mention_type(source_format, self.mention_type),
                 "split_by": effective_split_by(source_format, self.split_by),
-                "sentences": (self.sentences or DEFAULT_SENTENCES) if source_format == "generic" else None}
+                "sentences": (self.sentences or DEFAULT_SENTENCES) if source_format == "generic" else None,
+                **({"chains": self.chains or "cross-document"} if source_format == "ecbplus" else {})}
 
 
 def effective_mention_type(source_format: str, mention_type: str | None) -> str:
@@ -70,6 +73,10 @@ def read_source(source_format: str, path: Path, options: SourceOptions) -> Itera
     if source_format != "generic" and options.sentences is not None:
         raise InputError(f"--sentences applies to --format generic only; {source_format} comes with its own "
                          "sentences (or paragraphs)")
+    if source_format != "ecbplus" and options.chains is not None:
+        raise InputError(f"--chains applies to --format ecbplus only; {source_format} has no chains to choose from")
+    if options.chains is not None and options.chains not in CHAIN_CHOICES:
+        raise InputError(f"--chains must be one of {', '.join(CHAIN_CHOICES)}, got {options.chains!r}")
     if options.sentences is not None and options.sentences not in SENTENCE_MODES:
         raise InputError(f"--sentences must be one of {', '.join(SENTENCE_MODES)}, got {options.sentences!r}")
     if not Path(path).exists():
@@ -78,7 +85,7 @@ def read_source(source_format: str, path: Path, options: SourceOptions) -> Itera
         from corefsearch.datasets.ecbplus import read_ecbplus
 
         return read_ecbplus(path, mention_type=mention_type, validated_only=options.validated_only,
-                            sentences_csv=options.sentences_csv)
+                            sentences_csv=options.sentences_csv, chains=options.chains or "cross-document")
     if mention_type != "event" and source_format in ("wec", "coresearch"):
         raise InputError(f"--mention-type {mention_type}: {source_format} holds event mentions only")
     if source_format == "wec":

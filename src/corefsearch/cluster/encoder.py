@@ -1,0 +1,89 @@
+"""Clustering mentions with the contrastive mention encoder (``corefsearch cluster --method encoder``).
+
+Every mention of the split is encoded once (:meth:`MentionEncoder.encode`); the vectors are then
+clustered by average linkage on cosine distance, stopped at τ (``agglomerative.py``), separately
+within each group of the scope and each mention type (events and entities never share a cluster,
+as with the baselines): ``topic`` and ``predicted-topic`` cluster each group over all its pairs
+(:func:`~corefsearch.cluster.agglomerative.cluster_dense`), ``corpus`` clusters the whole split
+over the k-nearest-neighbour graph (:func:`~corefsearch.cluster.agglomerative.cluster_knn`), so
+that memory and time grow with n·k rather than n².
+
+:func:`threshold_sweep` is what ``train clusterer`` scores the dev split with after each epoch:
+the same all-pairs clustering at a grid of thresholds, the linkage tree of each group built once
+and cut at every τ (cutting the tree at τ is exactly what ``cluster_dense`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, normalised
+from corefsearch.cluster.inputs import MentionRecord, mention_records
+from corefsearch.errors import InputError
+from corefsearch.schema import safe_id
+
+DEFAULT_K = 50
+DEFAULT_BATCH_SIZE = 64
+
+
+def split_records(dataset_dir: Path, split: str) -> list[MentionRecord]:
+    """The encoder inputs of every gold mention of ``split``, sorted by mention id."""
+    return sorted(mention_records(dataset_dir, split), key=lambda r: r.mention_id)
+
+
+def _blocks(mention_ids: Sequence[str], groups: Mapping[str, str], types: Mapping[str, str]
+            ) -> dict[tuple[str, str], np.ndarray]:
+    """Row numbers of ``mention_ids`` per (group, mention type), in row order."""
+    blocks: dict[tuple[str, str], list[int]] = {}
+    for row, mention_id in enumerate(mention_ids):
+        blocks.setdefault((groups[mention_id], types[mention_id]), []).append(row)
+    return {key: np.asarray(rows, dtype=np.int64) for key, rows in blocks.items()}
+
+
+def cluster_vectors(mention_ids: Sequence[str], vectors: Any, groups: Mapping[str, str], types: Mapping[str, str],
+                    tau: float, scope: str, k: int = DEFAULT_K) -> dict[str, str]:
+    """``{mention_id: cluster_id}`` of the mentions (row i of ``vectors`` is ``mention_ids[i]``), clustered
+    within each (group, type): over the kNN graph with ``k`` neighbours for ``scope`` corpus, else over all
+    pairs. Clusters are named ``GROUP/TYPE/N``."""
+    matrix = np.asarray(vectors)
+    if len(matrix) != len(mention_ids):
+        raise ValueError(f"{len(mention_ids)} mention ids for {len(matrix)} vectors")
+    assignment: dict[str, str] = {}
+    for (group, mention_type), rows in _blocks(mention_ids, groups, types).items():
+        block = matrix[rows]
+        labels = cluster_knn(block, tau, k) if scope == "corpus" else cluster_dense(block, tau)
+        for row, label in zip(rows.tolist(), labels.tolist(), strict=True):
+            assignment[mention_ids[row]] = safe_id(f"{group}/{mention_type}/{label}")
+    return assignment
+
+
+def threshold_sweep(mention_ids: Sequence[str], vectors: Any, groups: Mapping[str, str], types: Mapping[str, str],
+                    taus: Sequence[float]) -> dict[float, dict[str, str]]:
+    """``{τ: assignment}``: all-pairs average linkage within each (group, type) cut at every τ of ``taus``
+    (the same partitions as :func:`cluster_vectors` with a topic scope; the tree is built once per group)."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    matrix = np.asarray(vectors)
+    result: dict[float, dict[str, str]] = {tau: {} for tau in taus}
+    for (group, mention_type), rows in _blocks(mention_ids, groups, types).items():
+        if len(rows) < 2:
+            cuts = {tau: np.zeros(len(rows), dtype=np.int64) for tau in taus}
+        else:
+            tree = linkage(normalised(matrix[rows]).astype(np.float64), method="average", metric="cosine")
+            cuts = {tau: canonical_labels(fcluster(tree, t=tau, criterion="distance")) for tau in taus}
+        for tau, labels in cuts.items():
+            for row, label in zip(rows.tolist(), labels.tolist(), strict=True):
+                result[tau][mention_ids[row]] = safe_id(f"{group}/{mention_type}/{label}")
+    return result
+
+
+def threshold_grid(low: float = 0.1, high: float = 0.9, step: float = 0.05) -> list[float]:
+    """τ from ``low`` to ``high`` (inclusive) by ``step``, rounded to 4 decimals."""
+    if not 0 <= low <= high <= 2 or step <= 0:
+        raise InputError(f"bad threshold grid {low}..{high} step {step}")
+    count = int(round((high - low) / step))
+    return [round(low + i * step, 4) for i in range(count + 1)]

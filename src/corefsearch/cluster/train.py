@@ -1,0 +1,399 @@
+"""Train the contrastive mention encoder (``corefsearch train clusterer``; Hsu & Horwood 2022).
+
+Training pairs come from the train split (``pairs.py``): every pair within a gold cluster (a seeded
+sample of ``max_positives_per_cluster`` for a large cluster) and ``negatives_per_positive``
+negatives per positive, half of them hard (the ``hard_negatives_k`` nearest mentions outside the
+cluster), the rest random mentions of the same topic (``MentionRecord.topic``; the whole split
+when documents have none). **The hard neighbours are computed once**, before the first step: the
+train mentions are encoded by the untrained model (the base encoder with fresh heads) and searched
+with FAISS (exact inner product); they are not refreshed as the encoder learns. The pairs are drawn
+once (seeded) and shuffled per epoch (seed and epoch), ``batch_size`` pairs a step; the loss is
+:func:`~corefsearch.cluster.loss.contrastive_loss` on the two encoded sides of the batch's pairs
+(each distinct mention of a batch is encoded once).
+
+After each epoch (and before training, as epoch 0) the dev split's mentions are encoded and
+clustered with all-pairs average linkage within each group of ``scope`` (``topic`` or
+``predicted-topic``) and mention type, at every τ of :func:`~corefsearch.cluster.encoder.threshold_grid`
+(0.1 to 0.9 by 0.05); the CoNLL F1 (singletons kept) of the best τ is the dev metric, and the epoch
+with the best one is kept, its τ saved as the model's ``threshold``. Without dev clusters the last
+epoch is kept and the model has no threshold (``cluster`` then needs ``--threshold``).
+
+The run is :class:`ClustererTask` driven by the one training loop (``corefsearch.training``):
+checkpoints, Ctrl-C and resume come from there. ``OUT`` appears in one rename at the end with the
+mention encoder (``model.py``), ``training_args.json``, ``dev_curve.json`` and a model card.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import platform
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from corefsearch import __version__
+from corefsearch.cluster.inputs import MentionRecord
+from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
+from corefsearch.cluster.model import ClustererConfig, MentionEncoder
+from corefsearch.cluster.pairs import MentionPair, training_pairs
+from corefsearch.datasets.dataset import Dataset
+from corefsearch.dense.checkpoint import WorkDir
+from corefsearch.dense.encoder import check_model_folder, resolve_device
+from corefsearch.errors import InputError
+from corefsearch.io import Output, model_input, sha256_file, write_json, writes_outputs
+from corefsearch.training import (
+    Log,
+    LoopOptions,
+    LoopResult,
+    TrainingTask,
+    claim_work_dir,
+    default_log,
+    resolve_log_every,
+    seed_everything,
+    set_threads,
+    train_loop,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from rich.console import Console
+
+TRAINING_ARGS_FILE = "training_args.json"
+SELECTION_METRIC = "CoNLL F1"
+TRAIN_SCOPES = ("topic", "predicted-topic")
+
+
+@dataclass
+class ClustererTrainingArguments:
+    """Every option of ``corefsearch train clusterer`` with its default."""
+
+    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    epochs: int = 3
+    batch_size: int = 32  # pairs per optimizer step
+    lr: float = 2e-5
+    head_lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    margin: float = DEFAULT_MARGIN
+    negatives_per_positive: float = 3.0
+    max_positives_per_cluster: int = 200
+    hard_negatives_k: int = 10  # nearest neighbours (by the untrained encoder) searched for hard negatives; 0: none
+    scope: str = "topic"  # dev clustering: within gold topics or predicted topics
+    mlp_hidden: int = 1024
+    mlp_out: int = 1024
+    max_length: int = 128
+    seed: int = 13
+    max_steps: int | None = None
+    device: str = "auto"
+    threads: int | None = None
+    log_every: int | None = None
+    encode_batch_size: int = 64  # mentions per batch when encoding (hard negatives, dev)
+
+    def validate(self) -> None:
+        for option, value in {"--epochs": self.epochs, "--batch-size": self.batch_size,
+                              "--max-positives-per-cluster": self.max_positives_per_cluster,
+                              "--encode-batch-size": self.encode_batch_size}.items():
+            if value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
+        for option, optional in {"--max-steps": self.max_steps, "--threads": self.threads}.items():
+            if optional is not None and optional < 1:
+                raise InputError(f"{option} must be at least 1, got {optional}")
+        if self.hard_negatives_k < 0:
+            raise InputError(f"--hard-negatives-k must not be negative, got {self.hard_negatives_k}")
+        if not (self.negatives_per_positive >= 0 and math.isfinite(self.negatives_per_positive)):
+            raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
+        if not self.lr > 0 or not self.head_lr > 0:
+            raise InputError(f"--lr and --head-lr must be positive, got {self.lr} and {self.head_lr}")
+        if not self.margin > 0:
+            raise InputError(f"--margin must be positive, got {self.margin}")
+        if not 0 <= self.warmup < 1:
+            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
+        if not self.weight_decay >= 0:
+            raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
+        if self.scope not in TRAIN_SCOPES:
+            raise InputError(f"--scope must be one of {', '.join(TRAIN_SCOPES)} (the dev clustering that picks the "
+                             f"epoch and τ), got {self.scope!r}")
+        from corefsearch.dense.encoder import check_device
+
+        check_device(self.device)
+        resolve_log_every(self.log_every)
+        self.clusterer_config().validate()
+
+    def clusterer_config(self) -> ClustererConfig:
+        return ClustererConfig(max_length=self.max_length, mlp_hidden=self.mlp_hidden, mlp_out=self.mlp_out)
+
+
+@dataclass
+class ClustererTrainingSummary:
+    out: Path
+    device: str
+    train_mentions: int
+    train_pairs: int
+    steps_per_epoch: int
+    total_steps: int
+    steps_run: int
+    train_seconds: float
+    resumed_from_step: int | None
+    best_epoch: int | None
+    threshold: float | None
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return self.train_seconds / self.steps_run if self.steps_run else None
+
+
+@dataclass
+class DevSet:
+    """The dev mentions (sorted by id), their gold clusters, and the groups and types they are clustered in."""
+
+    records: list[MentionRecord]
+    key: dict[str, str]
+    groups: dict[str, str]
+    types: dict[str, str]
+
+
+def read_train(dataset_dir: Path) -> list[MentionRecord]:
+    """The train split's mentions (sorted by id); an error unless some cluster has two mentions."""
+    from corefsearch.cluster.encoder import split_records
+
+    records = split_records(dataset_dir, "train")
+    sizes: dict[str, int] = {}
+    for r in records:
+        sizes[r.cluster_id] = sizes.get(r.cluster_id, 0) + 1
+    if not any(size >= 2 for size in sizes.values()):
+        raise InputError(f"{Path(dataset_dir) / 'clusters.jsonl'}: no train cluster has two or more mentions, so "
+                         "there is no coreferent pair to train on; build the dataset with clusters that have "
+                         "several mentions in the train split")
+    return records
+
+
+def read_dev(dataset_dir: Path, scope: str, log: Log) -> DevSet | None:
+    """The dev split's mentions and groups, or None (with a log line) when the dataset has no dev clusters."""
+    from corefsearch.cluster.encoder import split_records
+    from corefsearch.cluster.mentions import read_split_mentions, split_mention_ids
+    from corefsearch.cluster.topics import mention_groups
+
+    try:
+        split_mention_ids(Dataset(dataset_dir), "dev")
+    except InputError:
+        log(f"{dataset_dir} has no dev clusters: the epochs are not scored, the last one is kept and the model "
+            "records no threshold (give `cluster` a --threshold).")
+        return None
+    found = read_split_mentions(dataset_dir, "dev")
+    records = split_records(dataset_dir, "dev")
+    groups = mention_groups(found.mentions, scope, dataset_dir)
+    return DevSet(records, {r.mention_id: r.cluster_id for r in records}, groups,
+                  {m.mention_id: m.type for m in found.mentions})
+
+
+def nearest_neighbours(vectors: np.ndarray, ids: list[str], k: int) -> dict[str, list[str]]:
+    """``{mention id: its k nearest other mentions, nearest first}`` by inner product of the unit vectors
+    (FAISS, exact)."""
+    import faiss
+
+    if k < 1 or len(ids) < 2:
+        return {}
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+    index.add(matrix)
+    _, found = index.search(matrix, min(k, len(ids) - 1) + 1)
+    return {ids[row]: [ids[j] for j in hits if j >= 0 and j != row][:k] for row, hits in enumerate(found.tolist())}
+
+
+def dev_scores(encoder: MentionEncoder, dev: DevSet, batch_size: int) -> dict[str, float]:
+    """``{"CoNLL F1": best, "threshold": τ}`` over the τ grid (the smallest τ among equal F1s)."""
+    from corefsearch.cluster.encoder import threshold_grid, threshold_sweep
+    from corefsearch.evaluate.coref import score_partitions
+
+    vectors = encoder.encode(dev.records, batch_size=batch_size)
+    ids = [r.mention_id for r in dev.records]
+    best: tuple[float, float] | None = None
+    for tau, response in threshold_sweep(ids, vectors, dev.groups, dev.types, threshold_grid()).items():
+        f1 = score_partitions(dev.key, response, "keep").conll_f1
+        if best is None or f1 > best[0]:
+            best = (f1, tau)
+    assert best is not None
+    return {SELECTION_METRIC: round(best[0], 6), "threshold": best[1]}
+
+
+def _run_record(args: ClustererTrainingArguments, dataset: Dataset) -> dict[str, Any]:
+    import torch
+    import transformers
+
+    options = asdict(args)
+    for how_not_what in ("device", "threads", "log_every", "encode_batch_size"):
+        options.pop(how_not_what)
+    checksums = dataset.manifest.get("checksums", {})
+    clusters = dataset.root / "clusters.jsonl"
+    return {"kind": "corefsearch-clusterer-training", "options": options, "dataset": str(dataset.root.resolve()),
+            "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
+            "clusters_sha256": checksums.get("clusters.jsonl") or "sha256:" + sha256_file(clusters),
+            "versions": {"corefsearch": __version__, "torch": torch.__version__,
+                         "transformers": transformers.__version__, "python": platform.python_version()}}
+
+
+def _training_outputs(a: dict[str, Any]) -> list[Output]:
+    args = a["args"] or ClustererTrainingArguments()
+    return [Output(a["out"], "--out", "dir", {"DATASET": a["dataset_dir"],
+                                              "--base-model": model_input(args.base_model)})]
+
+
+@writes_outputs(_training_outputs)
+def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArguments | None = None, *,
+                    overwrite: bool = False, checkpoint_every: int = 500, log: Log | None = None,
+                    on_step: Callable[[int, float], None] | None = None) -> ClustererTrainingSummary:
+    """Train a mention encoder on the train clusters of ``dataset_dir`` (dev picks epoch and τ) into ``out``."""
+    args = args or ClustererTrainingArguments()
+    args.validate()
+    set_threads(args.threads)
+    check_model_folder(args.base_model, "--base-model")
+    if checkpoint_every < 0:
+        raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
+    log = log or default_log
+    out = Path(out)
+    dataset = Dataset(dataset_dir)
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
+    device = resolve_device(args.device)
+    train = read_train(dataset.root)
+    dev = read_dev(dataset.root, args.scope, log)
+    work = WorkDir(out)
+    record = _run_record(args, dataset)
+    claim_work_dir(work, record, overwrite, log)
+
+    seed_everything(args.seed)
+    encoder = MentionEncoder.from_base(args.base_model, args.clusterer_config(), device)
+    ids = [r.mention_id for r in train]
+    neighbours: dict[str, list[str]] = {}
+    if args.hard_negatives_k:
+        # Once, with the untrained encoder (the same on a resumed run: the checkpoint is loaded later).
+        neighbours = nearest_neighbours(encoder.encode(train, batch_size=args.encode_batch_size), ids,
+                                        args.hard_negatives_k)
+    clusters: dict[str, list[str]] = {}
+    for r in train:
+        clusters.setdefault(r.cluster_id, []).append(r.mention_id)
+    pairs = training_pairs(clusters, {r.mention_id: r.topic for r in train}, neighbours,
+                           args.negatives_per_positive, args.max_positives_per_cluster, seed=args.seed)
+    steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
+    log(f"{len(pairs):,} training pairs ({sum(p.label for p in pairs):,} positive) over {len(train):,} train "
+        f"mentions: {steps_per_epoch:,} steps per epoch.")
+    task = ClustererTask(encoder=encoder, args=args, records={r.mention_id: r for r in train}, pairs=pairs,
+                         dev=dev, steps_per_epoch=steps_per_epoch, log=log,
+                         record={**record, "device": device, "checkpoint_every": checkpoint_every},
+                         manifest=dataset.manifest, name=str(out))
+    options = LoopOptions(epochs=args.epochs, weight_decay=args.weight_decay, warmup=args.warmup,
+                          max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
+                          overwrite=overwrite)
+    result = train_loop(task, work, out, options, log=log, on_step=on_step)
+    return ClustererTrainingSummary(out, device, len(train), len(pairs), result.steps_per_epoch, result.total_steps,
+                                    result.steps_run, result.train_seconds, result.resumed_from_step,
+                                    result.best_epoch, task.saved_threshold, result.dev_curve)
+
+
+def best_threshold(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> float | None:
+    """τ of the kept epoch's dev entry (None without dev scores)."""
+    entry = next((e for e in dev_curve if e["epoch"] == best_epoch), None)
+    return None if entry is None or entry.get("threshold") is None else float(entry["threshold"])
+
+
+class ClustererTask(TrainingTask):
+    """The mention encoder as a :class:`~corefsearch.training.task.TrainingTask` (see the module docstring)."""
+
+    selection_metric = SELECTION_METRIC
+
+    def __init__(self, *, encoder: MentionEncoder, args: ClustererTrainingArguments,
+                 records: dict[str, MentionRecord], pairs: list[MentionPair], dev: DevSet | None,
+                 steps_per_epoch: int, log: Log, record: dict[str, Any], manifest: dict[str, Any], name: str) -> None:
+        self.encoder, self.args, self.records, self.pairs, self.dev, self.log = encoder, args, records, pairs, dev, log
+        self.steps_per_epoch = steps_per_epoch
+        self.record, self.manifest, self.name = record, manifest, name
+        self.saved_threshold: float | None = None
+
+    @property
+    def has_dev(self) -> bool:
+        return self.dev is not None
+
+    def parameter_groups(self) -> list[tuple[torch.nn.Module, float]]:
+        # The MLP heads start from random weights, so they get their own (larger) learning rate.
+        return [(self.encoder.model, self.args.lr), (self.encoder.head, self.args.head_lr)]
+
+    def epoch_batches(self, epoch: int) -> list[list[MentionPair]]:
+        order = list(self.pairs)
+        random.Random(self.args.seed * 1_000_003 + epoch).shuffle(order)
+        size = self.args.batch_size
+        return [order[i:i + size] for i in range(0, len(order), size)]
+
+    def loss(self, batch: list[MentionPair]) -> torch.Tensor:
+        import torch
+
+        unique = list(dict.fromkeys(m for pair in batch for m in (pair.first, pair.second)))
+        row = {mention_id: i for i, mention_id in enumerate(unique)}
+        vectors = self.encoder.forward([self.records[m] for m in unique])
+        device = vectors.device
+        first = torch.tensor([row[p.first] for p in batch], device=device)
+        second = torch.tensor([row[p.second] for p in batch], device=device)
+        labels = torch.tensor([p.label for p in batch], device=device)
+        return contrastive_loss(vectors[first], vectors[second], labels, self.args.margin)
+
+    def baseline(self) -> dict[str, Any] | None:
+        scores = self.dev_metrics()
+        self.log(f"Untrained encoder: dev {SELECTION_METRIC} {scores[SELECTION_METRIC]:.4f} at τ "
+                 f"{scores['threshold']:g}.")
+        return {**scores, "note": "untrained"}
+
+    def dev_metrics(self) -> dict[str, float]:
+        assert self.dev is not None
+        return dev_scores(self.encoder, self.dev, self.args.encode_batch_size)
+
+    def weights(self) -> dict[str, Any]:
+        return {"weights": {"model": {k: v.detach().cpu() for k, v in self.encoder.model.state_dict().items()},
+                            "head": {k: v.detach().cpu() for k, v in self.encoder.head.state_dict().items()}}}
+
+    def load_weights(self, saved: dict[str, Any]) -> None:
+        self.encoder.model.load_state_dict(saved["weights"]["model"])
+        self.encoder.head.load_state_dict(saved["weights"]["head"])
+
+    def save(self, folder: Path, result: LoopResult) -> None:
+        self.saved_threshold = best_threshold(result.dev_curve, result.best_epoch) if self.has_dev else None
+        self.encoder.config.threshold = self.saved_threshold
+        record = {**self.record, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  "counts": {"train_mentions": len(self.records), "train_pairs": len(self.pairs),
+                             "dev_mentions": len(self.dev.records) if self.dev else 0,
+                             "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
+                  "best_epoch": result.best_epoch, "threshold": self.saved_threshold,
+                  "selection_metric": SELECTION_METRIC if self.has_dev else None}
+        self.encoder.save(folder)
+        write_json(folder / TRAINING_ARGS_FILE, record)
+        from corefsearch.model_card import write_model_card
+
+        write_model_card(folder, "clusterer", record, result.dev_curve, self.manifest, name=self.name)
+
+
+def print_clusterer_summary(summary: ClustererTrainingSummary, console: Console) -> None:
+    """The dev curve as a table, then where the encoder went, its τ and how fast it trained."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if summary.dev_curve:
+        table = Table(title=Text(f"Mention encoder {summary.out}"))
+        for column in ("epoch", "step", "loss", SELECTION_METRIC, "τ", "seconds"):
+            table.add_column(column, justify="right")
+        for entry in summary.dev_curve:
+            label = "untrained" if entry["epoch"] == 0 else str(entry["epoch"])
+            loss, metric, tau = entry.get("loss"), entry.get(SELECTION_METRIC), entry.get("threshold")
+            table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
+                          "–" if loss is None else f"{loss:.4f}", "–" if metric is None else f"{metric:.4f}",
+                          "–" if tau is None else f"{tau:g}", f"{entry.get('seconds', 0):.0f}")
+        console.print(table)
+    speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
+    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
+    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
+    tau = f", τ {summary.threshold:g}" if summary.threshold is not None else ", no τ (no dev clusters)"
+    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_pairs:,} pairs of "
+                       f"{summary.train_mentions:,} mentions{speed}. Kept {kept}{tau}; wrote {summary.out}."))

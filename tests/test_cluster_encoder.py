@@ -1,0 +1,375 @@
+"""`corefsearch cluster --method encoder` and `corefsearch train clusterer` (issue 10): a tiny random
+BERT (built here, as in test_mention_encoder.py) on a hand-made dataset with topics and train, dev and
+test clusters."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from corefsearch.cli import app
+from corefsearch.cluster.agglomerative import cluster_dense
+from corefsearch.cluster.encoder import cluster_vectors, split_records, threshold_grid, threshold_sweep
+from corefsearch.cluster.loss import contrastive_loss
+from corefsearch.cluster.model import ClustererConfig, MentionEncoder
+from corefsearch.cluster.run import cluster_dataset
+from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
+from corefsearch.dense.checkpoint import work_dir_for
+from corefsearch.errors import InputError
+from corefsearch.training import seed_everything
+
+runner = CliRunner(env={"COLUMNS": "250"})
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+# doc -> (topic, [sentence 0, sentence 1]); mentions: (id, doc, sentence N, word, cluster)
+DOCS = {
+    "a1": ("fire", ["A fire broke out at the mill in Leeds.", "The mill was destroyed by morning."]),
+    "a2": ("fire", ["Crews fought the blaze for hours.", "The building burned down before dawn."]),
+    "b1": ("court", ["The judge sentenced the man on Friday.", "He had robbed a bank in May."]),
+    "b2": ("court", ["A court jailed the robber for ten years.", "The robbery shocked the town."]),
+    "c1": ("quake", ["An earthquake struck the coast.", "Six people were killed in the village."]),
+    "c2": ("quake", ["The quake hit at night and rescuers came.", "Two men died under the rubble."]),
+    "d1": ("markets", ["Shares fell sharply on Monday.", "Oil prices rose after the news."]),
+    "d2": ("markets", ["Stocks dropped again on Tuesday.", "Traders were worried."]),
+}
+MENTIONS = [("a1-fire", "a1", 0, "fire", "fire"), ("a2-blaze", "a2", 0, "blaze", "fire"),
+            ("a1-destroyed", "a1", 1, "destroyed", "burn"), ("a2-burned", "a2", 1, "burned", "burn"),
+            ("b1-sentenced", "b1", 0, "sentenced", "jail"), ("b2-jailed", "b2", 0, "jailed", "jail"),
+            ("b1-robbed", "b1", 1, "robbed", "rob"), ("b2-robbery", "b2", 1, "robbery", "rob"),
+            ("c1-earthquake", "c1", 0, "earthquake", "quake"), ("c2-quake", "c2", 0, "quake", "quake"),
+            ("c1-killed", "c1", 1, "killed", "die"), ("c2-died", "c2", 1, "died", "die"),
+            ("c2-came", "c2", 0, "came", "rescue"),
+            ("d1-fell", "d1", 0, "fell", "fall"), ("d2-dropped", "d2", 0, "dropped", "fall"),
+            ("d1-rose", "d1", 1, "rose", "rise")]
+SPLITS = {"fire": "train", "burn": "train", "jail": "train", "rob": "train", "quake": "dev", "die": "dev",
+          "rescue": "dev", "fall": "test", "rise": "test"}
+
+
+def write_dataset(root: Path, splits: dict[str, str] = SPLITS) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "manifest.json").write_text(json.dumps({"kind": "dataset"}), encoding="utf-8")
+    lines = []
+    for doc_id, (topic, sentences) in DOCS.items():
+        for number, text in enumerate(sentences):
+            mentions = [{"mention_id": m, "start": text.index(w), "end": text.index(w) + len(w), "cluster_id": c,
+                         "type": "event"} for m, d, n, w, c in MENTIONS if d == doc_id and n == number]
+            lines.append({"id": f"{doc_id}-{number}", "doc_id": doc_id, "title": "", "text": text,
+                          "mentions": mentions, "topic": topic})
+    (root / "passages.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    clusters: dict[str, list[str]] = {}
+    for mention_id, _, _, _, cluster in MENTIONS:
+        clusters.setdefault(cluster, []).append(mention_id)
+    (root / "clusters.jsonl").write_text("".join(
+        json.dumps({"cluster_id": c, "split": splits[c], "type": "event", "mention_ids": ids}) + "\n"
+        for c, ids in clusters.items()), encoding="utf-8")
+    return root
+
+
+def split_ids(split: str) -> set[str]:
+    return {m for m, _, _, _, c in MENTIONS if SPLITS[c] == split}
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    words = dict.fromkeys(t for _, sentences in DOCS.values() for s in sentences
+                          for t in re.findall(r"\w+|[^\w\s]", s.lower()))
+    (folder / "vocab.txt").write_text("\n".join(SPECIAL + list(words)) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(str(folder / "vocab.txt"))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=160)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("data") / "ds")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained mention encoder saved with τ 0.5."""
+    import torch
+
+    torch.manual_seed(1)
+    encoder = MentionEncoder.from_base(str(tiny_base), ClustererConfig(mlp_hidden=16, mlp_out=8, threshold=0.5))
+    folder = tmp_path_factory.mktemp("model") / "encoder"
+    encoder.save(folder)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Any:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def clusters_file(path: Path) -> dict[str, str]:
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert all(set(r) == {"mention_id", "cluster_id"} for r in records)
+    assignment = {r["mention_id"]: r["cluster_id"] for r in records}
+    assert len(assignment) == len(records)
+    return assignment
+
+
+def partition(assignment: dict[str, Any]) -> set[frozenset[str]]:
+    groups: dict[Any, set[str]] = {}
+    for mention_id, cluster_id in assignment.items():
+        groups.setdefault(cluster_id, set()).add(mention_id)
+    return {frozenset(g) for g in groups.values()}
+
+
+def vectors_of(model_dir: Path, dataset: Path, split: str) -> tuple[list[str], np.ndarray]:
+    records = split_records(dataset, split)
+    return [r.mention_id for r in records], MentionEncoder.load(model_dir).encode(records)
+
+
+# --- cluster --method encoder --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["topic", "predicted-topic", "corpus"])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_every_scope_writes_a_partition_of_exactly_the_splits_mentions(model_dir: Path, dataset: Path,
+                                                                       tmp_path: Path, scope: str,
+                                                                       split: str) -> None:
+    out, conll = tmp_path / "c.jsonl", tmp_path / "c.conll"
+    summary = cluster_dataset(dataset, out, method="encoder", split=split, scope=scope, conll=conll,
+                              model=model_dir, device="cpu")
+    assignment = clusters_file(out)
+    assert set(assignment) == split_ids(split)
+    assert summary.threshold == 0.5 and summary.mentions == len(assignment)
+    assert summary.clusters == len(set(assignment.values()))
+    assert conll.read_text().count("\n") == len(assignment) + 2
+    if scope == "topic":  # never across gold topics
+        topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS}
+        assert all(len({topic[m] for m in cluster}) == 1 for cluster in partition(assignment))
+
+
+def test_the_partition_is_that_of_average_linkage_on_the_encoders_vectors(model_dir: Path, dataset: Path,
+                                                                         tmp_path: Path) -> None:
+    ids, vectors = vectors_of(model_dir, dataset, "train")
+    distances = 1 - vectors @ vectors.T
+    tau = float(np.median(distances[np.triu_indices(len(ids), 1)]))  # some pairs merge, some do not
+    expected = partition(dict(zip(ids, cluster_dense(vectors, tau).tolist(), strict=True)))
+    assert 1 < len(expected) < len(ids)
+    cluster_dataset(dataset, tmp_path / "c.jsonl", method="encoder", split="train", scope="corpus",
+                    model=model_dir, threshold=tau, k=len(ids), device="cpu")
+    assert partition(clusters_file(tmp_path / "c.jsonl")) == expected  # kNN graph with k ≥ n = all pairs
+    cluster_dataset(dataset, tmp_path / "t.jsonl", method="encoder", split="train", scope="topic",
+                    model=model_dir, threshold=tau, device="cpu")
+    topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS}
+    by_topic = {frozenset(c & {m for m in ids if topic[m] == t}) for c in expected for t in ("fire", "court")}
+    assert partition(clusters_file(tmp_path / "t.jsonl")) == by_topic - {frozenset()}
+
+
+def test_corpus_scope_with_few_neighbours_still_partitions_every_mention(model_dir: Path, dataset: Path,
+                                                                         tmp_path: Path) -> None:
+    cluster_dataset(dataset, tmp_path / "c.jsonl", method="encoder", split="train", scope="corpus",
+                    model=model_dir, threshold=0.9, k=1, device="cpu")
+    assert set(clusters_file(tmp_path / "c.jsonl")) == split_ids("train")
+
+
+def test_threshold_sweep_cuts_the_same_partitions_as_clustering_at_each_tau(model_dir: Path, dataset: Path) -> None:
+    ids, vectors = vectors_of(model_dir, dataset, "train")
+    topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS}
+    types = dict.fromkeys(ids, "event")
+    swept = threshold_sweep(ids, vectors, topic, types, threshold_grid())
+    assert list(swept) == threshold_grid() and threshold_grid()[:3] == [0.1, 0.15, 0.2] and threshold_grid()[-1] == 0.9
+    for tau, assignment in swept.items():
+        assert assignment == cluster_vectors(ids, vectors, topic, types, tau, "topic")
+
+
+def cli(*args: object) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def cli_error(*args: object) -> str:
+    result = cli(*args)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    return " ".join(result.output.split())
+
+
+def test_cli_cluster_encoder_and_its_option_errors(model_dir: Path, dataset: Path, tiny_base: Path,
+                                                   tmp_path: Path) -> None:
+    out = tmp_path / "c.jsonl"
+    result = cli("cluster", dataset, "--out", out, "--method", "encoder", "--model", model_dir, "--threshold", "0.3",
+                 "--device", "cpu", "--batch-size", "2")
+    assert result.exit_code == 0, result.output
+    assert "Clustered 3 mentions into" in result.output and "at τ 0.3" in result.output
+    out.unlink()
+    assert "--threshold, --k: only with --method encoder" in cli_error(
+        "cluster", dataset, "--out", out, "--method", "lemma", "--threshold", "0.3", "--k", "5")
+    assert "--model: only with --method encoder" in cli_error(
+        "cluster", dataset, "--out", out, "--method", "singletons", "--model", model_dir)
+    assert "--method encoder needs --model MODEL_DIR" in cli_error("cluster", dataset, "--out", out, "--method",
+                                                                   "encoder")
+    assert "--k must be at least 1" in cli_error("cluster", dataset, "--out", out, "--method", "encoder", "--model",
+                                                 model_dir, "--k", "0", "--scope", "corpus")
+    assert "--scope topic compares every pair within a group, leave --k out" in cli_error(
+        "cluster", dataset, "--out", out, "--method", "encoder", "--model", model_dir, "--k", "5")
+    assert "must be between 0 and 2" in cli_error("cluster", dataset, "--out", out, "--method", "encoder", "--model",
+                                                  model_dir, "--threshold", "3")
+    assert "τ must be below 1" in cli_error("cluster", dataset, "--out", out, "--method", "encoder", "--model",
+                                            model_dir, "--threshold", "1.2", "--scope", "corpus")
+    assert "is not a mention encoder" in cli_error("cluster", dataset, "--out", out, "--method", "encoder",
+                                                   "--model", tiny_base)
+    untrained = tmp_path / "no-tau"
+    MentionEncoder.from_base(str(tiny_base), ClustererConfig(mlp_hidden=4, mlp_out=4)).save(untrained)
+    assert "records no threshold" in cli_error("cluster", dataset, "--out", out, "--method", "encoder", "--model",
+                                               untrained)
+    assert not out.exists()
+
+
+# --- train clusterer -------------------------------------------------------------------------------------------
+
+
+def tiny_args(base: Path, **changes: Any) -> ClustererTrainingArguments:
+    options: dict[str, Any] = {"base_model": str(base), "epochs": 3, "batch_size": 4, "lr": 1e-3, "head_lr": 1e-3,
+                               "mlp_hidden": 16, "mlp_out": 8, "hard_negatives_k": 3, "device": "cpu",
+                               "log_every": 0}
+    options.update(changes)
+    return ClustererTrainingArguments(**options)
+
+
+def pair_loss(encoder: MentionEncoder, dataset: Path) -> float:
+    """The mean contrastive loss (eval mode) over every pair of train mentions."""
+    import torch
+
+    records = split_records(dataset, "train")
+    vectors = torch.from_numpy(encoder.encode(records))
+    first, second = torch.triu_indices(len(records), len(records), 1)
+    labels = torch.tensor([int(records[i].cluster_id == records[j].cluster_id)
+                           for i, j in zip(first.tolist(), second.tolist(), strict=True)])
+    return float(contrastive_loss(vectors[first], vectors[second], labels))
+
+
+def test_training_lowers_the_loss_and_saves_an_encoder_with_the_dev_threshold(tiny_base: Path, dataset: Path,
+                                                                              tmp_path: Path) -> None:
+    args = tiny_args(tiny_base)
+    messages: list[str] = []
+    out = tmp_path / "model"
+    summary = train_clusterer(dataset, out, args, log=messages.append)
+    # 4 positives and up to 3 negatives each (a topic of two 2-mention clusters runs out of fresh negatives).
+    assert summary.train_mentions == 8 and 12 < summary.train_pairs <= 16
+    assert summary.steps_per_epoch == 4 and summary.total_steps == 12
+    assert any(f"{summary.train_pairs} training pairs (4 positive)" in m for m in messages)
+    encoder = MentionEncoder.load(out)
+    curve = json.loads((out / "dev_curve.json").read_text())
+    assert [e["epoch"] for e in curve] == [0, 1, 2, 3] and curve[0]["note"] == "untrained"
+    assert curve[3]["loss"] < curve[1]["loss"]  # the epochs' mean training loss falls
+    kept = next(e for e in curve if e["epoch"] == summary.best_epoch)
+    assert kept["CoNLL F1"] == max(e["CoNLL F1"] for e in curve[1:])
+    assert encoder.config.threshold == kept["threshold"] == summary.threshold
+    assert kept["threshold"] in threshold_grid() and 0 < kept["CoNLL F1"] <= 1
+    record = json.loads((out / "training_args.json").read_text())
+    assert record["threshold"] == summary.threshold and record["options"]["margin"] == 0.5
+    assert record["counts"]["dev_mentions"] == 5
+    card = (out / "README.md").read_text()
+    assert "corefsearch mention encoder" in card and f"τ = {summary.threshold:g}" in card
+    assert "--method encoder --model" in card
+    # The trained folder drives the cluster command with its own τ.
+    result = cli("cluster", dataset, "--out", tmp_path / "c.jsonl", "--method", "encoder", "--model", out,
+                 "--split", "dev", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert f"at τ {summary.threshold:g}" in result.output
+    assert set(clusters_file(tmp_path / "c.jsonl")) == split_ids("dev")
+    with pytest.raises(InputError, match="--overwrite"):
+        train_clusterer(dataset, out, args)
+
+
+def test_an_interrupted_run_resumes_to_the_same_model(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
+    args = tiny_args(tiny_base, epochs=2)
+    reference = train_clusterer(dataset, tmp_path / "reference", args, checkpoint_every=2)
+
+    def crash(step: int, loss: float) -> None:
+        if step == 3:  # inside epoch 1, after the checkpoint at step 2
+            raise RuntimeError("simulated crash")
+
+    out = tmp_path / "resumed"
+    with pytest.raises(RuntimeError, match="simulated"):
+        train_clusterer(dataset, out, args, checkpoint_every=2, on_step=crash)
+    assert not out.exists() and (work_dir_for(out) / "checkpoint.pt").exists()
+    messages: list[str] = []
+    summary = train_clusterer(dataset, out, args, checkpoint_every=2, log=messages.append)
+    assert summary.resumed_from_step == 2 and summary.steps_run == reference.total_steps - 2 == 6
+    assert any("Resuming" in m for m in messages)
+    for ours, theirs in zip(summary.dev_curve, reference.dev_curve, strict=True):
+        assert ours["step"] == theirs["step"] and ours["threshold"] == theirs["threshold"]
+        for key in ("loss", "CoNLL F1"):
+            assert ours[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-6) if theirs[key] is not None \
+                else ours[key] is None
+    ids, resumed = vectors_of(out, dataset, "dev")
+    _, uninterrupted = vectors_of(tmp_path / "reference", dataset, "dev")
+    np.testing.assert_allclose(resumed, uninterrupted, atol=1e-5)
+    assert summary.threshold == reference.threshold
+    assert not work_dir_for(out).exists()
+
+
+def test_ctrl_c_then_rerun_finishes_the_run(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
+    args = tiny_args(tiny_base, epochs=1)
+
+    def interrupt(step: int, loss: float) -> None:
+        if step == 2:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "model"
+    with pytest.raises(KeyboardInterrupt):
+        train_clusterer(dataset, out, args, checkpoint_every=0, on_step=interrupt)
+    summary = train_clusterer(dataset, out, args, checkpoint_every=0)
+    assert summary.resumed_from_step == 2 and summary.steps_run == 2 and summary.total_steps == 4
+    assert MentionEncoder.load(out).config.threshold == summary.threshold is not None
+
+
+def test_training_lowers_the_loss_and_without_dev_clusters_keeps_the_last_epoch(tiny_base: Path,
+                                                                                 tmp_path: Path) -> None:
+    no_dev = write_dataset(tmp_path / "ds", {**SPLITS, "quake": "test", "die": "test", "rescue": "test"})
+    args = tiny_args(tiny_base, epochs=4, hard_negatives_k=0)
+    seed_everything(args.seed)  # the trainer's own initial model
+    before = pair_loss(MentionEncoder.from_base(str(tiny_base), args.clusterer_config()), no_dev)
+    messages: list[str] = []
+    summary = train_clusterer(no_dev, tmp_path / "model", args, log=messages.append)
+    assert summary.best_epoch == 4 and summary.threshold is None
+    assert any("no dev clusters" in m for m in messages)
+    encoder = MentionEncoder.load(tmp_path / "model")
+    assert encoder.config.threshold is None
+    assert pair_loss(encoder, no_dev) < 0.6 * before
+
+
+def test_cli_train_clusterer_and_its_errors(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "model"
+    result = cli("train", "clusterer", dataset, "--out", out, "--base-model", tiny_base, "--epochs", "1",
+                 "--batch-size", "8", "--device", "cpu", "--log-every", "0")
+    assert result.exit_code == 0, result.output
+    assert "Mention encoder" in result.output and "Kept epoch 1, τ" in result.output
+    assert MentionEncoder.load(out).config.threshold is not None
+
+    singles = write_dataset(tmp_path / "singles", {c: ("train" if c in ("rise", "rescue") else "test")
+                                                   for c in SPLITS})
+    assert "no train cluster has two or more mentions" in cli_error(
+        "train", "clusterer", singles, "--out", tmp_path / "m2", "--base-model", tiny_base, "--device", "cpu")
+    assert "--scope must be one of topic, predicted-topic" in cli_error(
+        "train", "clusterer", dataset, "--out", tmp_path / "m2", "--scope", "corpus")
+    assert "--margin must be positive" in cli_error("train", "clusterer", dataset, "--out", tmp_path / "m2",
+                                                    "--margin", "0")
+    assert "--hard-negatives-k must not be negative" in cli_error(
+        "train", "clusterer", dataset, "--out", tmp_path / "m2", "--hard-negatives-k", "-1")
+    assert "already exists" in cli_error("train", "clusterer", dataset, "--out", out, "--base-model", tiny_base)
+    assert not (tmp_path / "m2").exists()
