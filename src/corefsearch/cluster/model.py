@@ -15,9 +15,8 @@ training picks on dev). The config is read strictly (:func:`corefsearch.artefact
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ import numpy as np
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MAX_LENGTH, MentionRecord, encoder_input
 from corefsearch.dense.encoder import DEFAULT_MODEL, load_offline, resolve_model
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.model_folder import EncoderWithHead
 
 if TYPE_CHECKING:
     import torch
@@ -102,8 +102,12 @@ def _head_module(config: ClustererConfig, width: int) -> Any:
     return ClustererHead()
 
 
-class MentionEncoder:
+class MentionEncoder(EncoderWithHead):
     """The encoder, its tokenizer, the two MLPs and the config."""
+
+    CONFIG_FILE = CLUSTERER_CONFIG
+    HEAD_FILE = HEAD_WEIGHTS
+    HEAD_NAME = "the head"
 
     def __init__(self, model: Any, tokenizer: Any, config: ClustererConfig, head: Any = None,
                  device: str = "cpu") -> None:
@@ -139,7 +143,6 @@ class MentionEncoder:
     @classmethod
     def load(cls, folder: Path, device: str = "cpu") -> MentionEncoder:
         """An encoder saved by :meth:`save`; a folder that is not one is a one-line error."""
-        from safetensors.torch import load_file
         from transformers import AutoModel, AutoTokenizer
 
         from corefsearch.artefacts import config_from_json
@@ -159,31 +162,8 @@ class MentionEncoder:
                              f"trained with; {remedy}")
         model = load_offline(AutoModel, str(folder))
         encoder = cls(model, tokenizer, config, device=device)
-        try:
-            encoder.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
-        except Exception as err:  # SafetensorError (not safetensors), RuntimeError (other keys or shapes)
-            why = " ".join(str(err).split())[:240]
-            raise InputError(f"{folder / HEAD_WEIGHTS}: the head does not load ({type(err).__name__}: {why}); it "
-                             f"must be the head saved with {CLUSTERER_CONFIG}: {remedy}") from None
+        encoder.load_head(folder, remedy)
         return encoder
-
-    def save(self, folder: Path) -> None:
-        from safetensors.torch import save_file
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(folder, safe_serialization=True)
-        self.tokenizer.save_pretrained(folder)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
-                  str(folder / HEAD_WEIGHTS))
-        (folder / CLUSTERER_CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
-
-    def modules(self) -> list[Any]:
-        return [self.model, self.head]
-
-    def train(self, mode: bool = True) -> None:
-        for module in self.modules():
-            module.train(mode)
 
     def parameters(self) -> list[Any]:
         return [p for module in self.modules() for p in module.parameters()]

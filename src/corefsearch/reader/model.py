@@ -18,13 +18,13 @@ boundary tokens) plus ``reader_head.safetensors`` and ``corefsearch_reader.json`
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.dense.encoder import DEFAULT_MODEL, add_marker_tokens, load_offline, resolve_model
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.model_folder import EncoderWithHead
 from corefsearch.reader.inputs import PairWindow
 from corefsearch.reader.spans import top_spans
 
@@ -98,8 +98,12 @@ class ReaderOutput:
     passage_start: torch.Tensor  # (W,) position of the first passage token in the sequence
 
 
-class CrossEncoderReader:
+class CrossEncoderReader(EncoderWithHead):
     """The encoder, its tokenizer, the head and the config, with batching and scoring."""
+
+    CONFIG_FILE = READER_CONFIG
+    HEAD_FILE = HEAD_WEIGHTS
+    HEAD_NAME = "the reader's head"
 
     def __init__(self, model: Any, tokenizer: Any, config: ReaderConfig, head: Any = None,
                  device: str = "cpu") -> None:
@@ -131,7 +135,6 @@ class CrossEncoderReader:
     @classmethod
     def load(cls, folder: Path, device: str = "cpu") -> CrossEncoderReader:
         """A reader saved by :meth:`save` (``corefsearch train reader``)."""
-        from safetensors.torch import load_file
         from transformers import AutoModel, AutoTokenizer
 
         from corefsearch.artefacts import config_from_json
@@ -150,31 +153,8 @@ class CrossEncoderReader:
         tokenizer = load_offline(AutoTokenizer, str(folder), use_fast=True)
         model = load_offline(AutoModel, str(folder))
         reader = cls(model, tokenizer, config, device=device)
-        try:
-            reader.head.load_state_dict(load_file(str(folder / HEAD_WEIGHTS)))
-        except Exception as err:  # SafetensorError (not safetensors), RuntimeError (other keys or shapes)
-            why = " ".join(str(err).split())[:240]
-            raise InputError(f"{folder / HEAD_WEIGHTS}: the reader's head does not load ({type(err).__name__}: "
-                             f"{why}); it must be the head saved with {READER_CONFIG}: {remedy}") from None
+        reader.load_head(folder, remedy)
         return reader
-
-    def save(self, folder: Path) -> None:
-        from safetensors.torch import save_file
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(folder, safe_serialization=True)
-        self.tokenizer.save_pretrained(folder)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
-                  str(folder / HEAD_WEIGHTS))
-        (folder / READER_CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
-
-    def modules(self) -> list[Any]:
-        return [self.model, self.head]
-
-    def train(self, mode: bool = True) -> None:
-        for module in self.modules():
-            module.train(mode)
 
     # --- forward ----------------------------------------------------------------------------
 

@@ -95,7 +95,7 @@ class TrainingTask(ABC):
 
     def dev_metrics(self) -> dict[str, float]:
         """The dev metrics of the model as it is now (only called when ``has_dev``)."""
-        raise NotImplementedError(f"{type(self).__name__} has a dev set but no dev_metrics()")
+        raise TypeError(f"{type(self).__name__} has a dev set (has_dev) but does not define dev_metrics()")
 
     def baseline(self) -> dict[str, Any] | None:
         """The dev curve's epoch-0 entry beyond epoch/step/loss/seconds, or None for none."""
