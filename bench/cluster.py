@@ -5,7 +5,7 @@ Datasets: ECB+ built with every gold mention (``--chains all``: cross-document c
 within-document chains and singletons) of the validated sentences (``--validated-only``, the
 usual ECB+ CDCR set-up of Cybulska & Vossen 2015 and Barhom et al. 2019), events and entities
 separately; the test split (topics 36-45) is clustered. Rows: every method given (``singletons``,
-``lemma``, and ``encoder`` for each ``--model``) under each scope (``topic``: gold topics;
+``lemma``, and ``encoder`` for each ``--model``, on its mention type) under each scope (``topic``: gold topics;
 ``predicted-topic``: TF-IDF document clustering first; ``corpus``: every mention of the split at
 once), each scored with singletons kept and dropped. Each clustering runs as its own
 ``corefsearch cluster`` process under ``/usr/bin/time``, so its seconds and peak memory are what a
@@ -14,13 +14,14 @@ user sees (start-up, spaCy and model loading included).
 Prints the tables and writes them into ``bench/RESULTS.md`` under the section
 ``## Whole-corpus coreference (bench/cluster.py)``, replacing that section if present.
 
-Run: ``python bench/cluster.py [--out-dir DIR] [--model MODEL_DIR ...] [--types event,entity]``.
+Run: ``python bench/cluster.py [--out-dir DIR] [--model [TYPE=]MODEL_DIR ...] [--types event,entity]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import shlex
 import subprocess
@@ -73,19 +74,44 @@ def build(root: Path, mention_type: str) -> Path:
     return out
 
 
-def methods(models: list[Path]) -> list[tuple[str, list[str]]]:
+def parse_model(text: str) -> tuple[str | None, Path]:
+    """``TYPE=DIR`` (a model for one mention type) or ``DIR`` (for every type)."""
+    kind, sep, folder = text.partition("=")
+    return (kind, Path(folder)) if sep and kind in ("event", "entity") else (None, Path(text))
+
+
+def methods(models: list[tuple[str | None, Path]], mention_type: str) -> list[tuple[str, list[str]]]:
     rows = [("singletons", ["--method", "singletons"]), ("lemma", ["--method", "lemma"])]
-    rows += [(f"encoder {model.name}", ["--method", "encoder", "--model", str(model)]) for model in models]
+    rows += [(f"encoder {model.name}", ["--method", "encoder", "--model", str(model)])
+             for kind, model in models if kind in (None, mention_type)]
     return rows
 
 
-def run(root: Path, models: list[Path], types: list[str]) -> tuple[list[str], list[list[str]]]:
+def model_lines(models: list[tuple[str | None, Path]]) -> list[str]:
+    """What each encoder is: its training budget and dev curve, from the files ``train clusterer`` wrote."""
+    lines = []
+    for kind, model in models:
+        args = json.loads((model / "training_args.json").read_text(encoding="utf-8"))
+        curve = json.loads((model / "dev_curve.json").read_text(encoding="utf-8"))
+        options = args.get("options", args)
+        dev = ", ".join(f"epoch {e['epoch']} (step {e['step']}): {100 * e['CoNLL F1']:.2f} at τ {e['threshold']:g}"
+                        for e in curve if e.get("CoNLL F1") is not None)
+        lines.append(f"- encoder {model.name} ({kind or 'every type'}): `train clusterer` from "
+                     f"{options.get('base_model') or 'the bundled all-MiniLM-L6-v2'}, "
+                     f"{args['counts']['train_pairs']:,} pairs of {args['counts']['train_mentions']:,} train mentions, "
+                     f"{sum(e.get('seconds', 0) for e in curve) / 60:.0f} min on the CPU (dev evaluations included); "
+                     f"options {json.dumps(options, sort_keys=True)}; dev CoNLL F1 (gold topics): {dev}; "
+                     f"kept τ {args.get('threshold')}")
+    return lines
+
+
+def run(root: Path, models: list[tuple[str | None, Path]], types: list[str]) -> tuple[list[str], list[list[str]]]:
     header = ["Mentions", "Method", "Scope", "Singletons", *(f"{m} F1" for m in METRIC_NAMES), "CoNLL F1", "s",
               "peak MB"]
     rows: list[list[str]] = []
     for mention_type in types:
         dataset = build(root, mention_type)
-        for name, options in methods(models):
+        for name, options in methods(models, mention_type):
             for scope in SCOPES:
                 out = root / "clusters" / f"{mention_type}-{name.replace(' ', '_')}-{scope}.jsonl"
                 out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +129,9 @@ def run(root: Path, models: list[Path], types: list[str]) -> tuple[list[str], li
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", type=Path, default=None, help="Datasets and clusterings (default: a temp dir).")
-    parser.add_argument("--model", type=Path, action="append", default=[],
-                        help="A model folder from `corefsearch train clusterer` (repeatable).")
+    parser.add_argument("--model", type=parse_model, action="append", default=[],
+                        help="A model folder from `corefsearch train clusterer`, as DIR (every mention type) or "
+                             "TYPE=DIR (event or entity only); repeatable.")
     parser.add_argument("--types", default="event,entity", help="Mention types, comma-separated.")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md")
     args = parser.parse_args(argv)
@@ -118,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
              f"- Command: `{shlex.join(['python', 'bench/cluster.py', *(sys.argv[1:] if argv is None else argv)])}`",
              "- Data: ECB+ with every gold mention (`build-dataset --chains all --validated-only`), test split "
              "(topics 36-45); F1 ×100; s and peak MB: the whole `corefsearch cluster` process (`/usr/bin/time`).",
+             *model_lines(args.model),
              f"- Published, for context (events, predicted topics, singletons kept): {PUBLISHED}.",
              "", markdown_table(header, rows, "lllll" + "r" * (len(header) - 5)), ""]
     section = "\n".join(lines)
