@@ -652,7 +652,7 @@ def output_locks(paths: Iterable[tuple[Path | None, str]]) -> Iterator[None]:
 
 def clean_stale_temporaries(path: Path) -> list[Path]:
     """Remove what a killed :func:`atomic_file` / :func:`atomic_directory` into ``path`` left beside
-    it (``.NAME.XXXXXXXX.tmp``, ``.NAME.XXXXXXXX.partial``); a ``.NAME.old`` is put back as ``NAME``
+    it (``.NAME.<random>.tmp``, ``.NAME.<random>.partial``); a ``.NAME.old`` is put back as ``NAME``
     when a kill between the two renames left no ``NAME``, else removed. Call only while holding
     :func:`output_lock` on ``path``: a live writer's temporaries look the same. Returns what was removed."""
     path = Path(path)
@@ -673,7 +673,7 @@ def clean_stale_temporaries(path: Path) -> list[Path]:
 
 
 def clean_temporaries_in(folder: Path) -> list[Path]:
-    """Remove every :func:`atomic_file` temporary (``.NAME.XXXXXXXX.tmp``) directly in ``folder``, a
+    """Remove every :func:`atomic_file` temporary (``.NAME.<random>.tmp``) directly in ``folder``, a
     working folder that only the lock holder writes (a training run's, a dense encoding's chunks)."""
     folder = Path(folder)
     if not folder.is_dir():
