@@ -26,6 +26,18 @@ class EncoderWithHead:
     tokenizer: Any
     head: Any
     config: Any
+    device: str
+
+    def _attach(self, model: Any, tokenizer: Any, config: Any, device: str) -> None:
+        """Check ``config`` and the tokenizer (span offsets need a fast one), and hold them on ``device``."""
+        config.validate()
+        if not getattr(tokenizer, "is_fast", False):
+            raise InputError("corefsearch needs a fast (Rust) tokenizer for character offsets; "
+                             f"{type(tokenizer).__name__} is not one")
+        self.model = model.to(device)
+        self.tokenizer = tokenizer
+        self.config = config
+        self.device = device
 
     def load_head(self, folder: Path, remedy: str) -> None:
         """Load the head's weights saved in ``folder``; a file that is not safetensors, or holds other

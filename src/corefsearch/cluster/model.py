@@ -111,14 +111,7 @@ class MentionEncoder(EncoderWithHead):
 
     def __init__(self, model: Any, tokenizer: Any, config: ClustererConfig, head: Any = None,
                  device: str = "cpu") -> None:
-        config.validate()
-        if not getattr(tokenizer, "is_fast", False):
-            raise InputError("corefsearch needs a fast (Rust) tokenizer for character offsets; "
-                             f"{type(tokenizer).__name__} is not one")
-        self.model = model.to(device)
-        self.tokenizer = tokenizer
-        self.config = config
-        self.device = device
+        self._attach(model, tokenizer, config, device)
         self.marker_ids = add_entity_markers(tokenizer, self.model)
         self.head = (head if head is not None else _head_module(config, int(model.config.hidden_size))).to(device)
 
