@@ -141,6 +141,32 @@ def vectors_of(model_dir: Path, dataset: Path, split: str) -> tuple[list[str], n
     return [r.mention_id for r in records], MentionEncoder.load(model_dir).encode(records)
 
 
+def test_batches_in_length_order_give_each_mention_its_own_vector_in_input_order(model_dir: Path,
+                                                                                   dataset: Path) -> None:
+    records = split_records(dataset, "train") + split_records(dataset, "dev")
+    encoder = MentionEncoder.load(model_dir)
+    lengths = [len(encoder.batch([r])["input_ids"][0]) for r in records]
+    assert len(set(lengths)) > 2  # the records differ in length, so the batches are re-ordered
+    one_by_one = np.vstack([encoder.encode([r]) for r in records])
+    for batch_size in (3, 5, len(records)):
+        batched = encoder.encode(records, batch_size=batch_size, progress=True)
+        np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+    assert encoder.last_unique_inputs == len(records)
+
+
+def test_identical_inputs_are_encoded_once_and_each_copy_gets_the_vector(model_dir: Path, dataset: Path) -> None:
+    from dataclasses import replace
+
+    records = split_records(dataset, "train")
+    copies = [replace(r, mention_id=f"copy-{r.mention_id}", doc_id=f"copy-{r.doc_id}") for r in records]
+    encoder = MentionEncoder.load(model_dir)
+    vectors = encoder.encode(records + copies + records[:2], batch_size=4)
+    assert encoder.last_unique_inputs == len(records)
+    np.testing.assert_array_equal(vectors[:len(records)], vectors[len(records):2 * len(records)])
+    np.testing.assert_array_equal(vectors[:2], vectors[2 * len(records):])
+    assert len({v.tobytes() for v in vectors}) == len(records)  # distinct inputs keep distinct vectors
+
+
 # --- cluster --method encoder --------------------------------------------------------------------------------
 
 

@@ -470,8 +470,12 @@ def cluster_command(
                               batch_size=batch_size, device=device)
     wrote = f"{summary.out}" + (f" and {summary.conll}" if summary.conll is not None else "")
     at = f" at τ {summary.threshold:g}" if summary.threshold is not None else ""
+    stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"
+              if summary.stages else "")
+    if summary.encoded is not None and summary.encoded < summary.mentions:
+        stages += f"; {summary.encoded:,} distinct encoder inputs (identical copies encoded once)"
     console.print(f"Clustered {summary.mentions:,} mentions into {summary.clusters:,} clusters ({summary.groups:,} "
-                  f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s; wrote {wrote}", markup=False)
+                  f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; wrote {wrote}", markup=False)
 
 
 @app.command("java-env")

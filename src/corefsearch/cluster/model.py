@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MAX_LENGTH, MentionRecord, encoder_input
+from corefsearch.cluster.inputs import (
+    ENTITY_END,
+    ENTITY_START,
+    MAX_LENGTH,
+    EncoderInput,
+    MentionRecord,
+    encoder_input,
+)
 from corefsearch.dense.encoder import DEFAULT_MODEL, load_offline, resolve_model
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.model_folder import EncoderWithHead
@@ -114,6 +121,7 @@ class MentionEncoder(EncoderWithHead):
         self._attach(model, tokenizer, config, device)
         self.marker_ids = add_entity_markers(tokenizer, self.model)
         self.head = (head if head is not None else _head_module(config, int(model.config.hidden_size))).to(device)
+        self.last_unique_inputs: int | None = None  # distinct inputs of the last encode() call
 
     @property
     def dimension(self) -> int:
@@ -161,12 +169,13 @@ class MentionEncoder(EncoderWithHead):
     def parameters(self) -> list[Any]:
         return [p for module in self.modules() for p in module.parameters()]
 
-    def batch(self, records: Sequence[MentionRecord]) -> dict[str, torch.Tensor]:
+    def batch(self, records: Sequence[MentionRecord] | Sequence[EncoderInput]) -> dict[str, torch.Tensor]:
         """Padded ``input_ids``, ``attention_mask``, ``token_type_ids`` (if the tokenizer has them) and
-        ``mention_mask`` (1 on the mention's tokens)."""
+        ``mention_mask`` (1 on the mention's tokens), of records or of their tokenised inputs."""
         import torch
 
-        inputs = [encoder_input(self.tokenizer, r, self.config.max_length) for r in records]
+        inputs = [r if isinstance(r, EncoderInput) else encoder_input(self.tokenizer, r, self.config.max_length)
+                  for r in records]
         width = max(len(i.input_ids) for i in inputs)
         pad = self.tokenizer.pad_token_id or 0
         ids = torch.full((len(inputs), width), pad, dtype=torch.long)
@@ -184,7 +193,7 @@ class MentionEncoder(EncoderWithHead):
             batch["token_type_ids"] = types
         return {name: tensor.to(self.device) for name, tensor in batch.items()}
 
-    def forward(self, records: Sequence[MentionRecord]) -> torch.Tensor:
+    def forward(self, records: Sequence[MentionRecord] | Sequence[EncoderInput]) -> torch.Tensor:
         """The L2-normalised vectors ``[MLP₁(CLS) ; MLP₂(Σ mention tokens)]`` (records × 2·mlp_out), with
         gradients (for training)."""
         import torch
@@ -198,20 +207,43 @@ class MentionEncoder(EncoderWithHead):
         vector = torch.cat([self.head.cls(cls), self.head.mention(summed)], dim=-1)
         return F.normalize(vector, dim=-1)
 
-    def encode(self, records: Sequence[MentionRecord], batch_size: int = 32) -> np.ndarray:
-        """The vectors of ``records`` (float32, unit length, in order), in evaluation mode."""
+    def encode(self, records: Sequence[MentionRecord], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """The vectors of ``records`` (float32, unit length, in order), in evaluation mode.
+
+        The records are tokenised first; identical inputs (the same mention in the same sentence under
+        the same two opening sentences: copies of one wire story in a news archive) are encoded once,
+        and the rest in order of length, so that a batch pads its inputs to a similar length (on ECB+
+        this saves a third of the work of batches in corpus order); the vectors come back in the
+        records' order. ``progress``: a progress bar over the batches."""
         import torch
+
+        from corefsearch.progress import track
 
         if batch_size < 1:
             raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        unique: dict[tuple[Any, ...], int] = {}
+        inputs: list[EncoderInput] = []
+        slot = np.zeros(len(records), dtype=np.int64)  # record i's vector is row slot[i] of the unique inputs
+        for i, record in enumerate(records):
+            item = encoder_input(self.tokenizer, record, self.config.max_length)
+            key = (tuple(item.input_ids), tuple(item.token_type_ids or ()), item.mention_start, item.mention_end)
+            if key not in unique:
+                unique[key] = len(inputs)
+                inputs.append(item)
+            slot[i] = unique[key]
+        order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].input_ids))
+        starts = range(0, len(order), batch_size)
+        if progress:
+            starts = track(starts, "Encoding mentions", total=len(starts))
         was_training = self.model.training
         self.train(False)
-        out = np.zeros((len(records), self.dimension), dtype=np.float32)
+        vectors = np.zeros((len(inputs), self.dimension), dtype=np.float32)
         try:
             with torch.inference_mode():
-                for start in range(0, len(records), batch_size):
-                    chunk = records[start:start + batch_size]
-                    out[start:start + len(chunk)] = self.forward(chunk).float().cpu().numpy()
+                for start in starts:
+                    rows = order[start:start + batch_size]
+                    vectors[rows] = self.forward([inputs[i] for i in rows]).float().cpu().numpy()
         finally:
             self.train(was_training)
-        return out
+        self.last_unique_inputs = len(inputs)
+        return vectors[slot]

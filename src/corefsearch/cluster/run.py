@@ -25,6 +25,8 @@ class ClusterSummary:
     groups: int
     seconds: float
     threshold: float | None = None  # τ of --method encoder
+    stages: dict[str, float] | None = None  # --method encoder: seconds of "encode" and "cluster"
+    encoded: int | None = None  # --method encoder: distinct encoder inputs (copies of a mention are encoded once)
 
 
 ALL_METHODS = (*METHODS, "encoder")
@@ -81,11 +83,15 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     # methods and scopes fails at once; the singleton partition itself is the same in every scope.
     groups = mention_groups(found.mentions, scope, dataset, topic_cut)
     tau: float | None = None
+    stages: dict[str, float] | None = None
+    encoded: int | None = None
     if method == "singletons":
         assignment = singletons(found.mentions)
     elif method == "encoder":
-        assignment, tau = _encoder_assignment(Path(dataset), split, found.mentions, groups, scope, Path(model),
-                                         threshold, DEFAULT_K if k is None else k, batch_size, device)
+        stages = {}
+        assignment, tau, encoded = _encoder_assignment(Path(dataset), split, found.mentions, groups, scope,
+                                                       Path(model), threshold, DEFAULT_K if k is None else k,
+                                                       batch_size, device, stages)
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
     write_clusters(out, assignment)
@@ -93,14 +99,15 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         write_conll(conll, assignment)
     return ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
                           len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started,
-                          tau)
+                          tau, stages, encoded)
 
 
 def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention], groups: dict[str, str],
                         scope: str, model: Path, threshold: float | None, k: int, batch_size: int,
-                        device: str) -> tuple[dict[str, str], float]:
+                        device: str, stages: dict[str, float]) -> tuple[dict[str, str], float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
-    for ``scope`` corpus, over the kNN graph of ``k`` neighbours; the assignment and the τ used."""
+    for ``scope`` corpus, over the kNN graph of ``k`` neighbours; the assignment, the τ used and the
+    number of distinct inputs encoded. The seconds of the two steps go into ``stages``."""
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
     from corefsearch.dense.encoder import resolve_device
@@ -114,6 +121,11 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     ids = [r.mention_id for r in records]
     if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
         raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")
-    vectors = encoder.encode(records, batch_size=batch_size)
+    started = time.perf_counter()
+    vectors = encoder.encode(records, batch_size=batch_size, progress=True)
+    stages["encode"] = time.perf_counter() - started
     types = {m.mention_id: m.type for m in mentions}
-    return cluster_vectors(ids, vectors, groups, types, float(tau), scope, k), float(tau)
+    started = time.perf_counter()
+    assignment = cluster_vectors(ids, vectors, groups, types, float(tau), scope, k)
+    stages["cluster"] = time.perf_counter() - started
+    return assignment, float(tau), int(encoder.last_unique_inputs or 0)
