@@ -5,7 +5,7 @@ documents: every document of ECB+ (all 43 topics, every gold event mention of th
 sentences, 6,833 mentions) is copied again and again under new document ids until n mentions. Each
 corpus is built with ``build-dataset --format generic --sentences newline --split-by corpus`` (every
 document in the test split) and clustered whole (``--scope corpus``: the kNN graph with ``--k``
-neighbours, FAISS exact below 200,000 mentions and HNSW from there on) by one ``corefsearch
+neighbours, FAISS exact up to 20,000 mentions and an inverted file above) by one ``corefsearch
 cluster`` process under ``/usr/bin/time``: its seconds and peak memory are what a user sees, and
 the command's own report splits them into encoding and clustering.
 
