@@ -221,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--span-weight", type=float, default=1.0)
+    parser.add_argument("--ranking-loss", choices=("softmax", "softmax+pairwise"), default="softmax")
     parser.add_argument("--dev-queries", type=int, default=60)
     parser.add_argument("--test-queries", type=int, default=300)
     parser.add_argument("--jobs", type=int, default=2)
@@ -278,8 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     reranked = {name: root / f"rerank-{models[name].name}.trec" for name, *_ in READERS}
 
     def rerank_jobs() -> list[tuple[str, list[str]]]:
+        # The reader's order alone (explicitly: a reader records the fusion that won on dev, which
+        # `search` would use by default); the RRF rows are fused below from the same scores.
         return [(f"rerank {name}", search(index, test_sample, reranked[name],
-                                          ["--reader", str(models[name]), "--rerank-k", str(RERANK_K)]))
+                                          ["--reader", str(models[name]), "--rerank-k", str(RERANK_K),
+                                           "--rerank-fusion", "reader"]))
                 for name, *_ in READERS
                 if (models[name] / "corefsearch_reader.json").exists() and not reranked[name].exists()]
 
@@ -291,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             *CLI, "train", "reader", str(dataset), "--run", str(training_run), "--out", str(models[name]),
             "--head", head, "--markers" if markers else "--no-markers", "--epochs", str(args.epochs),
             "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--negatives", str(args.negatives),
+            # Negatives from the hybrid run's top 50: the retriever and depth the reader re-ranks at test time.
+            "--negatives-from", str(RERANK_K), "--span-weight", str(args.span_weight),
+            "--ranking-loss", args.ranking_loss,
             "--dev-max-queries", str(args.dev_queries), "--device", "cpu", "--overwrite",
             *(["--base-model", str(retriever / "query_encoder")] if start == "retriever" else [])]))
     run_jobs(jobs + rerank_jobs(), args.jobs, root)
@@ -340,8 +348,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         curve = json.loads((models[name] / "dev_curve.json").read_text())
         dev_curves[name] = [point["MRR@10"] for point in curve]
         seconds = timings(root).get(f"train {name}")
+        fusion = record.get("fusion", {}).get("chosen", "reader")  # recorded from dev (older readers: none)
         training.append([name, f"{record['counts']['train_queries']:,}", f"{record['counts']['total_steps']:,}",
-                         f"{seconds / 60:.1f}" if seconds else "(earlier run)",
+                         f"{seconds / 60:.1f}" if seconds else "(earlier run)", fusion,
                          "; ".join(("retriever" if p["epoch"] == 0 else f"epoch {p['epoch']}")
                                    + f" {100 * p['MRR@10']:.2f}" for p in curve)])
 
@@ -362,7 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "- Readers (CPU budget): cross-encoders on all-MiniLM-L6-v2 (bundled; the reader \"from the retriever's "
         f"encoder\" starts from the trained retriever's query encoder instead), {args.epochs} epoch(s) on "
         f"{args.train_queries:,} sampled train queries, 1 positive + {args.negatives} negatives from the "
-        f"retriever's top 50 per query, {args.batch_size} queries per step, lr {args.lr:g} (head 1e-3), "
+        f"retriever's top 50 per query (the run it re-ranks, at k {K}), {args.batch_size} queries per step, "
+        f"lr {args.lr:g} (head 1e-3), span weight {args.span_weight:g}, ranking loss {args.ranking_loss}, "
         "warm-up 10 %, max length 256, query window 64, stride 128, max span 10, integrated FFNN hidden 128; "
         f"the best epoch on {args.dev_queries} dev queries kept. Jobs ran {args.jobs} at a time, one thread each.",
         "- EM/F1: over the relevant passages among the re-ranked 50 (SQuAD normalisation; a predicted span "
@@ -378,8 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         + "; ".join(f"{name} MRR@10 {100 * agg['MRR@10']:.2f}, R@50 {100 * agg['R@50']:.2f}"
                     for name, agg in full.items()) + ".", "",
         "### Reader training", "",
-        markdown_table(["reader", "train queries", "steps", "minutes", "dev MRR@10 (retriever first)"], training,
-                       ["l", "r", "r", "r", "l"]), "",
+        markdown_table(["reader", "train queries", "steps", "minutes", "fusion chosen on dev",
+                        "dev MRR@10 (retriever first)"], training, ["l", "r", "r", "r", "l", "l"]), "",
     ]
     retrieval = {name: seconds for name, seconds in timings(root).items()
                  if name.startswith(("retrieve", "train retriever", "encode"))}

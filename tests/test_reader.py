@@ -361,9 +361,9 @@ def test_search_with_a_reader_writes_the_run_and_its_spans(tiny_dataset: Path, t
     queries = tiny_dataset / "queries" / "dev.jsonl"
     result = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries", str(queries), "--out", str(out),
                                  "--k", "12", "--query-format", "mention", "--reader", str(trained_reader),
-                                 "--rerank-k", "4", "--device", "cpu"])
+                                 "--rerank-k", "4", "--device", "cpu", "--rerank-fusion", "reader"])
     assert result.exit_code == 0, result.output
-    run = read_run(out)
+    run = read_run(out)  # the reader's order (explicitly: the reader may have recorded rrf, see test_reader_train.py)
     spans = [record for _, record in read_jsonl(Path(str(out) + ".spans.jsonl"))]
     texts = {p.id: p.text for p in Dataset(tiny_dataset).passages()}
     for qid, scores in run.items():

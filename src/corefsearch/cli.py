@@ -173,17 +173,23 @@ DeviceOption = Annotated[str, typer.Option(help="Dense and reader: auto | cpu | 
 ReaderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.")]
 RerankOption = Annotated[int, typer.Option(help="With --reader: re-rank the top N retrieved passages.")]
-RerankFusionOption = Annotated[str, typer.Option(
+BackendOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="With --reader: run its encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, "
+         "from MODEL_DIR/onnx/ written by `corefsearch export-onnx MODEL_DIR`).")]
+RerankFusionOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     help="With --reader: order the re-ranked passages by the reader's score (reader) or by reciprocal rank "
-         "fusion of the reader's and the retriever's ranks (rrf).")]
+         "fusion of the reader's and the retriever's ranks (rrf); default: the one `train reader` recorded in "
+         "the reader's folder (the better on dev; reader for an older folder).")]
 
 
-def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str) -> Any:
+def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str | None, backend: str | None = None) -> Any:
     if reader is None:
+        if backend is not None:
+            raise CorefSearchError("--backend chooses the runtime of the reader's encoder: add --reader MODEL_DIR")
         return None
     from corefsearch.pipeline import ReaderOptions
 
-    return ReaderOptions(reader, rerank_k, device=device, fusion=fusion)
+    return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch")
 
 
 def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str) -> Any:
@@ -251,7 +257,8 @@ def search_command(
     device: DeviceOption = "auto",
     reader: ReaderOption = None,
     rerank_k: RerankOption = 50,
-    rerank_fusion: RerankFusionOption = "reader",
+    backend: BackendOption = None,
+    rerank_fusion: RerankFusionOption = None,
     spans_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="With --reader: the spans JSONL to write (default: OUT.spans.jsonl).")] = None,
     save_topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
@@ -264,7 +271,7 @@ def search_command(
     summary = search_to_run(index, queries, out, k=k,
                             options=_bm25_options(query_format, rm3, rocchio, fields, threads),
                             retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                            reader=_reader(reader, rerank_k, device, rerank_fusion), spans_out=spans_out,
+                            reader=_reader(reader, rerank_k, device, rerank_fusion, backend), spans_out=spans_out,
                             save_topics=save_topics)
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
@@ -299,7 +306,8 @@ def query_command(
     device: DeviceOption = "auto",
     reader: ReaderOption = None,
     rerank_k: RerankOption = 50,
-    rerank_fusion: RerankFusionOption = "reader",
+    backend: BackendOption = None,
+    rerank_fusion: RerankFusionOption = None,
 ) -> None:
     """Ask one ad-hoc question: where else is this mention's event mentioned?
 
@@ -312,7 +320,7 @@ def query_command(
     result = adhoc_query(index, mention, context, occurrence, k=k,
                          options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
                          retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                         reader=_reader(reader, rerank_k, device, rerank_fusion), dataset=dataset, qid=qid)
+                         reader=_reader(reader, rerank_k, device, rerank_fusion, backend), dataset=dataset, qid=qid)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -490,6 +498,27 @@ def java_env_command() -> None:
     sys.stdout.write(java_env_script())
 
 
+@app.command("export-onnx")
+@user_errors
+def export_onnx_command(
+    model_dir: Annotated[Path, typer.Argument(metavar="MODEL_DIR", help="A reader folder from `train reader`.")],
+    quantize: Annotated[bool, typer.Option(
+        help="Also write the dynamic int8 quantisation (onnx/model_qint8.onnx, for --backend onnx-int8).")] = True,
+) -> None:
+    """Export a reader's encoder to ONNX (MODEL_DIR/onnx/model.onnx) for `search/query --backend onnx`."""
+    from corefsearch.onnx_export import export_onnx
+
+    summary = export_onnx(model_dir, quantize=quantize,
+                          log=lambda message: err_console.print(message, markup=False, highlight=False))
+    for removed in summary.removed:
+        console.print(f"Removed {removed} (from an earlier export; --no-quantize writes none)", markup=False,
+                      soft_wrap=True)
+    for file in summary.files:
+        console.print(f"Wrote {file.path} ({file.megabytes:.1f} MB; max abs difference of the hidden states to "
+                      f"torch: {file.max_abs_diff:.2e})", markup=False, soft_wrap=True)
+    console.print(f"Exported in {summary.seconds:.1f} s", markup=False)
+
+
 # --- corefsearch train ... ----------------------------------------------------------------------------
 
 train_app = typer.Typer(help="Train models on a dataset.", no_args_is_help=True)
@@ -574,7 +603,12 @@ def train_reader_command(
     warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
     negatives: Annotated[int, typer.Option(help="Retrieved non-relevant passages per query.")] = 23,
     negatives_from: Annotated[int, typer.Option(
-        help="Draw the negatives (and the positive) from the run's top N.")] = 50,
+        help="Draw the negatives (and the positive) from the run's top N (the --rerank-k it will re-rank).")] = 50,
+    span_weight: Annotated[float, typer.Option(
+        help="Weight of the span (start + end) cross-entropy against the passage-selection term.")] = 1.0,
+    ranking_loss: Annotated[str, typer.Option(
+        help="softmax (cross-entropy of the positive among the query's passages) | softmax+pairwise (plus a "
+             "margin ranking term between the positive and each negative).")] = "softmax",
     max_length: Annotated[int, typer.Option(help="Tokens per [query ; passage] input.")] = 256,
     max_query_len: Annotated[int, typer.Option(help="Query window in tokens, grown around the mention.")] = 64,
     doc_stride: Annotated[int, typer.Option(help="Tokens between the starts of a long passage's windows.")] = 128,
@@ -600,9 +634,10 @@ def train_reader_command(
     args = ReaderTrainingArguments(
         head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
         weight_decay=weight_decay, warmup=warmup, negatives=negatives, negatives_from=negatives_from,
-        max_length=max_length, max_query_len=max_query_len, doc_stride=doc_stride, max_span_len=max_span_len,
-        hidden=hidden, seed=seed, max_steps=max_steps, max_train_queries=max_train_queries, device=device,
-        dev_max_queries=dev_max_queries, dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every)
+        span_weight=span_weight, ranking_loss=ranking_loss, max_length=max_length, max_query_len=max_query_len,
+        doc_stride=doc_stride, max_span_len=max_span_len, hidden=hidden, seed=seed, max_steps=max_steps,
+        max_train_queries=max_train_queries, device=device, dev_max_queries=dev_max_queries,
+        dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every)
     summary = train_reader(dataset, run, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
                            log=lambda message: err_console.print(message, markup=False, highlight=False))
     print_reader_summary(summary, console)

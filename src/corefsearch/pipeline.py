@@ -59,9 +59,15 @@ class ReaderOptions:
 
     model: Path
     rerank_k: int = 50
-    batch_size: int = 32  # windows per forward pass
+    # windows per forward pass at most (None or 0: no cap); a query's windows are read in length
+    # buckets either way (Reader, reader/inputs.length_buckets)
+    batch_size: int | None = None
+    backend: str = "torch"  # the encoder's runtime: torch | onnx | onnx-int8 (MODEL_DIR/onnx/, export-onnx)
+    threads: int | None = None  # ONNX Runtime intra-op threads (default: torch's)
     device: str = "auto"
-    fusion: str = "reader"  # reader: the reader's order; rrf: reciprocal rank fusion with the retriever's
+    # reader: the reader's order; rrf: reciprocal rank fusion with the retriever's; None: the fusion
+    # `train reader` recorded in the reader's folder (corefsearch_reader.json), see fusion_for
+    fusion: str | None = None
 
     def validate(self) -> None:
         if self.rerank_k < 1:
@@ -69,18 +75,31 @@ class ReaderOptions:
         from corefsearch.dense.encoder import check_device
 
         check_device(self.device)
-        if self.fusion not in RERANK_FUSIONS:
+        if self.fusion is not None and self.fusion not in RERANK_FUSIONS:
             raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
-        if self.batch_size < 1:
-            raise InputError(f"reader batch size must be at least 1, got {self.batch_size}")
+        if self.batch_size is not None and self.batch_size < 0:
+            raise InputError(f"reader batch size must be at least 1 (0: no cap), got {self.batch_size}")
         from corefsearch.dense.encoder import check_model_folder
+        from corefsearch.onnx_backend import check_backend_device, check_onnx_export
+        from corefsearch.reader.model import READER_CONFIG
 
+        check_backend_device(self.backend, self.device)
         check_model_folder(Path(self.model), "--reader")
+        if self.backend != "torch" and (Path(self.model) / READER_CONFIG).is_file():  # else: "not a reader"
+            check_onnx_export(Path(self.model), self.backend)
 
     def load(self) -> Any:
         from corefsearch.reader.read import Reader
 
-        return Reader.load(Path(self.model), self.device, self.batch_size)
+        return Reader.load(Path(self.model), self.device, self.batch_size, self.backend, self.threads)
+
+    def fusion_for(self, loaded: Any) -> tuple[str, bool]:
+        """The fusion to re-rank with and whether it comes from the reader's folder: ``--rerank-fusion``
+        when given, else the one ``train reader`` recorded (the better on dev; ``reader`` in a
+        folder written before it was recorded)."""
+        if self.fusion is not None:
+            return self.fusion, False
+        return loaded.config.fusion, True
 
 
 def spans_path_for(run_path: Path) -> Path:
@@ -323,17 +342,19 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                                                 for h in hits[:reader.rerank_k]}), searchers)
         reranked, span_records = [], []
         reading = time.perf_counter()
+        fusion, fusion_from_model = reader.fusion_for(loaded_reader)
         for query, hits in track(retrieved, "Re-ranking"):
-            ranked, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, reader.fusion)
+            ranked, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, fusion)
             reranked.append((query, ranked))
             span_records.extend(hit.to_json(query.id) for hit in read)
-        tag = f"{tag}+reader-{loaded_reader.config.head}" + ("-rrf" if reader.fusion == "rrf" else "")
+        tag = f"{tag}+reader-{loaded_reader.config.head}" + ("-rrf" if fusion == "rrf" else "")
         spans_file = Path(spans_out) if spans_out is not None else spans_path_for(out)
         write_jsonl(spans_file, span_records)  # before the run: a run with --reader always has its spans
         searchers.fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
                                       "head": loaded_reader.config.head, "markers": loaded_reader.config.markers,
-                                      "fusion": reader.fusion,
-                                      "spans": str(spans_file.resolve()),
+                                      "fusion": fusion, "fusion_from": "model" if fusion_from_model
+                                      else "--rerank-fusion",
+                                      "backend": reader.backend, "spans": str(spans_file.resolve()),
                                       "seconds": round(time.perf_counter() - reading, 3)}
         results = iter(reranked)
     rows = write_run(out, run_rows(results, tag))
@@ -453,6 +474,7 @@ class AdhocResult:
     encoder: str | None = None  # the dense encoder's reference (dense, hybrid)
     fusion: str | None = None  # rrf | interpolate (hybrid)
     reader: str | None = None  # the reader's folder (--reader)
+    rerank_fusion: str | None = None  # with a reader: reader | rrf (--rerank-fusion, or the reader's recorded one)
     split: str | None = None  # a query of a dataset: its split ...
     relevant_total: int | None = None  # ... and how many passages its qrels hold relevant
 
@@ -463,7 +485,8 @@ class AdhocResult:
             query = {"id": self.query.id, "split": self.split, "passage_id": self.query.passage_id,
                      "cluster_id": self.query.cluster_id, **query, "relevant_passages": self.relevant_total}
         return {"query": query, "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
-                "reader": self.reader, "hits": [hit.to_json() for hit in self.hits]}
+                "reader": self.reader, "rerank_fusion": self.rerank_fusion,
+                "hits": [hit.to_json() for hit in self.hits]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -548,9 +571,11 @@ def adhoc_query(index: Path, mention: str | None = None, context: str | None = N
     else:
         hits = searchers.bm25.search_one(query_string, depth, exclude=query.passage_id or None)  # type: ignore[union-attr]
     spans: dict[str, tuple[int, int]] = {}
+    rerank_fusion = None
     if loaded_reader is not None and reader is not None:
         texts = _stored_passages(index, [hit.passage_id for hit in hits[:reader.rerank_k]], searchers)
-        hits, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, reader.fusion)
+        rerank_fusion = reader.fusion_for(loaded_reader)[0]
+        hits, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, rerank_fusion)
         spans = {r.passage_id: (r.start, r.end) for r in read}
     hits = hits[:k]
     stored = _stored_passages(index, [hit.passage_id for hit in hits], searchers)
@@ -572,7 +597,7 @@ def adhoc_query(index: Path, mention: str | None = None, context: str | None = N
     encoder = searchers.dense.manifest["encoder"]["reference"] if searchers.dense is not None else None
     return AdhocResult(query, query_string, occurrences, results, retriever=retrieval.retriever, encoder=encoder,
                        fusion=retrieval.fusion.method if retrieval.retriever == "hybrid" else None,
-                       reader=str(reader.model) if reader is not None else None,
+                       reader=str(reader.model) if reader is not None else None, rerank_fusion=rerank_fusion,
                        split=found.split if found is not None else None,
                        relevant_total=len(found.relevant) if found is not None else None)
 

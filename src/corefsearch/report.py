@@ -121,8 +121,9 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
         fusion = f", fused with BM25 by {result.fusion}" if result.fusion else ""
         console.print(Text(f"Dense encoder: {result.encoder}{fusion}"))
     if result.reader is not None:
-        console.print(Text(f"Reader: {result.reader} (scores are the reader's; the coreferring span is "
-                           "underlined)"))
+        scores = ("reciprocal rank fusion of the reader's and the retriever's ranks" if result.rerank_fusion == "rrf"
+                  else "the reader's")
+        console.print(Text(f"Reader: {result.reader} (scores are {scores}; the coreferring span is underlined)"))
     table = Table(show_lines=True)
     table.add_column("rank", justify="right")
     if judged:

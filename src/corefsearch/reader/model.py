@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     import torch
 
 HEADS = ("dpr", "integrated")
+# How `search --reader` orders the re-ranked passages (`--rerank-fusion`): the reader's score, or
+# reciprocal rank fusion with the retriever's ranks; `train reader` records the one that won on dev.
+FUSIONS = ("reader", "rrf")
 READER_CONFIG = "corefsearch_reader.json"
 HEAD_WEIGHTS = "reader_head.safetensors"
 
@@ -50,10 +53,15 @@ class ReaderConfig:
     top_spans: int = 5  # integrated head: start/end spans scored for coreference at inference
     dropout: float = 0.1
     base_model: str = DEFAULT_MODEL
+    # The --rerank-fusion `search` and `query` use by default: the one with the better dev MRR@10
+    # when the reader was trained (a folder written before it was recorded reads as "reader").
+    fusion: str = "reader"
 
     def validate(self) -> None:
         if self.head not in HEADS:
             raise InputError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        if self.fusion not in FUSIONS:
+            raise InputError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
         checks = {"--max-length": (self.max_length, 16), "--max-query-len": (self.max_query_len, 4),
                   "--doc-stride": (self.doc_stride, 1), "--max-span-len": (self.max_span_len, 1),
                   "--hidden": (self.hidden, 1), "top_spans": (self.top_spans, 1)}
@@ -154,6 +162,26 @@ class CrossEncoderReader(EncoderWithHead):
     def forward(self, windows: list[PairWindow]) -> ReaderOutput:
         import torch
 
+        inputs = self.encoder_inputs(windows)
+        length = inputs["input_ids"].shape[1]
+        hidden = self.model(**inputs).last_hidden_state
+        logits = self.head.span(hidden)  # (W, L, 2)
+        n_tokens = torch.tensor([w.n_passage_tokens for w in windows], device=hidden.device)
+        starts = torch.tensor([w.passage_start for w in windows], device=hidden.device)
+        width = max(1, int(n_tokens.max()))
+        positions = starts[:, None] + torch.arange(width, device=hidden.device)[None, :]
+        positions = positions.clamp(max=length - 1)
+        passage_logits = logits.gather(1, positions[:, :, None].expand(-1, -1, 2))
+        valid = torch.arange(width, device=hidden.device)[None, :] < n_tokens[:, None]
+        passage_logits = passage_logits.masked_fill(~valid[:, :, None], float("-inf"))
+        return ReaderOutput(hidden, passage_logits[..., 0], passage_logits[..., 1], n_tokens, starts)
+
+    def encoder_inputs(self, windows: list[PairWindow]) -> dict[str, torch.Tensor]:
+        """The encoder's keyword inputs for a batch of windows, padded to the longest: ``input_ids``,
+        ``attention_mask`` and, when the model has segments, ``token_type_ids`` (what an ONNX export
+        of the encoder takes too, see :mod:`corefsearch.onnx_export`)."""
+        import torch
+
         length = max(len(w.input_ids) for w in windows)
         pad = self.tokenizer.pad_token_id or 0
         ids = torch.full((len(windows), length), pad, dtype=torch.long)
@@ -167,17 +195,7 @@ class CrossEncoderReader(EncoderWithHead):
         inputs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
         if getattr(self.model.config, "type_vocab_size", 1) > 1:
             inputs["token_type_ids"] = types.to(self.device)
-        hidden = self.model(**inputs).last_hidden_state
-        logits = self.head.span(hidden)  # (W, L, 2)
-        n_tokens = torch.tensor([w.n_passage_tokens for w in windows], device=hidden.device)
-        starts = torch.tensor([w.passage_start for w in windows], device=hidden.device)
-        width = max(1, int(n_tokens.max()))
-        positions = starts[:, None] + torch.arange(width, device=hidden.device)[None, :]
-        positions = positions.clamp(max=length - 1)
-        passage_logits = logits.gather(1, positions[:, :, None].expand(-1, -1, 2))
-        valid = torch.arange(width, device=hidden.device)[None, :] < n_tokens[:, None]
-        passage_logits = passage_logits.masked_fill(~valid[:, :, None], float("-inf"))
-        return ReaderOutput(hidden, passage_logits[..., 0], passage_logits[..., 1], n_tokens, starts)
+        return inputs
 
     # --- scores -----------------------------------------------------------------------------
 

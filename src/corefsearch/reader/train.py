@@ -5,13 +5,20 @@ relevant passage (the positive, drawn from the relevant passages the retriever f
 ``negatives_from``, else from all relevant ones) and ``negatives`` passages drawn from the
 retriever's top ``negatives_from`` that are not relevant (nor the query's own passage, nor a
 passage holding another mention of its cluster). The run comes from ``corefsearch search``
-with any retriever. The loss is the start + end cross-entropy of the gold span in the positive
-plus the cross-entropy of choosing the positive among the query's passages (softmax over the
-passage scores of the head, see ``model.py``). ``batch_size`` queries make one optimizer step
-(their gradients accumulate, each query a forward pass of its own).
+with any retriever; train on the retriever (and depth) the reader will re-rank at inference. The
+loss is ``span_weight`` × the start + end cross-entropy of the gold span in the positive plus the
+cross-entropy of choosing the positive among the query's passages (softmax over the passage
+scores of the head, see ``model.py``), with ``ranking_loss="softmax+pairwise"`` plus a margin
+ranking term between the positive and each negative. ``batch_size`` queries make one optimizer
+step (their gradients accumulate, each query read on its own: its windows sorted by length and
+read in a few passes, each padded to its own longest window, see
+:func:`~corefsearch.reader.inputs.length_buckets`, as ``Reader.read`` reads them at inference).
 
 After each epoch the reader re-ranks the dev queries' top ``dev_rerank_k`` passages of the same
-run; the epoch with the best dev MRR@10 is kept (without dev queries in the run, the last).
+run, and the same reader scores are also fused with the run's ranks (RRF, as ``search
+--rerank-fusion rrf``); the epoch with the best dev MRR@10 of the reader alone is kept (without
+dev queries in the run, the last), and the fusion with the better dev MRR@10 at that epoch is
+recorded in the reader's ``corefsearch_reader.json`` (``fusion``), which ``search`` then uses.
 The run is :class:`ReaderTask` driven by the one training loop (``corefsearch.training.loop``),
 as the retriever's is: the working folder ``.OUT.training/`` makes it resumable
 (``dense/checkpoint.py``); ``OUT`` appears in one rename at the end with the reader (Hugging
@@ -44,7 +51,8 @@ from corefsearch.io import (
     write_json,
     writes_outputs,
 )
-from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig
+from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
+from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig, ReaderOutput
 from corefsearch.reader.read import Reader
 from corefsearch.schema import Passage, Query
 from corefsearch.training import (
@@ -64,9 +72,14 @@ if TYPE_CHECKING:
     import torch
     from rich.console import Console
 
+    from corefsearch.reader.inputs import PairWindow
+
 TRAINING_ARGS_FILE = "training_args.json"
 DEV_CURVE_FILE = "dev_curve.json"
 SELECTION_METRIC = "MRR@10"
+RRF_METRIC = "MRR@10 rrf"  # the dev curve's MRR@10 of the reader's scores fused with the run's ranks
+RANKING_LOSSES = ("softmax", "softmax+pairwise")
+PAIRWISE_MARGIN = 1.0  # softmax+pairwise: the positive should score this much above each negative
 
 
 @dataclass
@@ -84,6 +97,8 @@ class ReaderTrainingArguments:
     warmup: float = 0.1
     negatives: int = 23
     negatives_from: int = 50  # the run's top-k the negatives (and the positive) are drawn from
+    span_weight: float = 1.0  # weight of the start + end cross-entropy against the passage-selection term
+    ranking_loss: str = "softmax"  # softmax | softmax+pairwise (a margin term between the positive and each negative)
     max_length: int = 256
     max_query_len: int = 64
     doc_stride: int = 128
@@ -118,6 +133,10 @@ class ReaderTrainingArguments:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
         if not self.weight_decay >= 0:  # also refuses NaN
             raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
+        if not 0 < self.span_weight < math.inf:  # also refuses NaN
+            raise InputError(f"--span-weight must be a positive number, got {self.span_weight}")
+        if self.ranking_loss not in RANKING_LOSSES:
+            raise InputError(f"--ranking-loss must be one of {', '.join(RANKING_LOSSES)}, got {self.ranking_loss!r}")
         from corefsearch.dense.encoder import check_device
 
         check_device(self.device)
@@ -150,6 +169,8 @@ class ReaderTrainingSummary:
     resumed_from_step: int | None
     best_epoch: int | None
     dev_curve: list[dict[str, Any]] = field(default_factory=list)
+    fusion: str = "reader"  # recorded in the reader's folder: what `search --reader` uses by default
+    fusion_dev: dict[str, float] | None = None  # the kept epoch's dev MRR@10 per fusion (None: no dev queries)
 
     @property
     def seconds_per_step(self) -> float | None:
@@ -239,64 +260,120 @@ def epoch_examples(data: _Data, args: ReaderTrainingArguments, epoch: int) -> li
     return examples
 
 
-def example_loss(reader: Reader, example: ReaderExample, passages: dict[str, Passage]) -> torch.Tensor | None:
-    """Start + end cross-entropy of the gold span + cross-entropy of picking the positive.
-
-    The positive is read in the window that holds its gold span, each negative in its first
-    window. ``None`` when no window holds the whole gold span (a mention longer than a window)."""
-    import torch
-    import torch.nn.functional as F  # noqa: N812
-
-    model = reader.model
+def example_windows(reader: Reader, example: ReaderExample,
+                    passages: dict[str, Passage]) -> tuple[list[PairWindow], tuple[int, int]] | None:
+    """The windows an example is read in (the positive's window that holds its gold span first, then
+    each negative's first window) and the gold span's window tokens; ``None`` when no window holds
+    the whole gold span (a mention longer than a window)."""
     ids = [example.positive, *example.negatives]
     windows_all = reader.windows(example.query, [(pid, passages[pid].text) for pid in ids])
-    positive_window = gold_tokens = None
     for window in windows_all:
         if window.passage == 0:
             gold_tokens = window.token_span(*example.gold)
             if gold_tokens is not None:
-                positive_window = window
-                break
-    if positive_window is None or gold_tokens is None:
-        return None
-    firsts: dict[int, Any] = {}
-    for window in windows_all:
-        firsts.setdefault(window.passage, window)
-    windows = [positive_window, *(firsts[i] for i in range(1, len(ids)))]
-    output = model.forward(windows)
-    device = output.hidden.device
-    start_target = torch.tensor([gold_tokens[0]], device=device)
-    end_target = torch.tensor([gold_tokens[1]], device=device)
-    span_loss = F.cross_entropy(output.start_logits[:1], start_target) + F.cross_entropy(
-        output.end_logits[:1], end_target)
-    if model.config.head == "dpr":
-        scores = model.head.select(output.hidden[:, 0]).squeeze(-1)
-    else:
-        from corefsearch.reader.spans import top_spans
+                firsts: dict[int, PairWindow] = {}
+                for other in windows_all:
+                    firsts.setdefault(other.passage, other)
+                return [window, *(firsts[i] for i in range(1, len(ids)))], gold_tokens
+    return None
 
-        with torch.no_grad():  # the negatives' spans: the best start/end span, as at inference
-            starts, ends, _ = top_spans(output.start_logits, output.end_logits, output.n_tokens,
-                                        model.config.max_span_len, 1)
-        starts[0, 0], ends[0, 0] = gold_tokens[0], gold_tokens[1]  # the positive's: the gold mention
-        scores = model.coreference_scores(model.query_mention_vectors(output, windows),
-                                          model.span_vectors(output, starts, ends))[:, 0]
-    select_loss = F.cross_entropy(scores[None, :], torch.zeros(1, dtype=torch.long, device=device))
-    return span_loss + select_loss
+
+def _passage_scores(model: CrossEncoderReader, output: ReaderOutput, windows: list[PairWindow],
+                    gold_row: int | None, gold_tokens: tuple[int, int]) -> torch.Tensor:
+    """The head's passage score of each window (the integrated head: of the gold span in the
+    positive's window ``gold_row``, of the best start/end span, as at inference, in the others)."""
+    import torch
+
+    if model.config.head == "dpr":
+        return model.head.select(output.hidden[:, 0]).squeeze(-1)
+    from corefsearch.reader.spans import top_spans
+
+    with torch.no_grad():  # the negatives' spans: the best start/end span, as at inference
+        starts, ends, _ = top_spans(output.start_logits, output.end_logits, output.n_tokens,
+                                    model.config.max_span_len, 1)
+    if gold_row is not None:  # the positive's: the gold mention
+        starts[gold_row, 0], ends[gold_row, 0] = gold_tokens[0], gold_tokens[1]
+    return model.coreference_scores(model.query_mention_vectors(output, windows),
+                                    model.span_vectors(output, starts, ends))[:, 0]
+
+
+def example_loss(reader: Reader, example: ReaderExample, passages: dict[str, Passage], span_weight: float = 1.0,
+                 ranking_loss: str = "softmax", overhead: int | None = PASS_OVERHEAD_TOKENS) -> torch.Tensor | None:
+    """``span_weight`` × (start + end cross-entropy of the gold span) + cross-entropy of picking the
+    positive (+ with ``ranking_loss="softmax+pairwise"`` the mean margin ranking loss of the positive
+    against each negative).
+
+    The positive is read in the window that holds its gold span, each negative in its first
+    window; the windows in the passes of :func:`length_buckets` (``overhead`` None: one pass padded
+    to the longest window; the loss is the same, padding being masked). ``None`` when no window
+    holds the whole gold span (a mention longer than a window)."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    prepared = example_windows(reader, example, passages)
+    if prepared is None:
+        return None
+    windows, gold_tokens = prepared
+    model = reader.model
+    groups = ([list(range(len(windows)))] if overhead is None
+              else length_buckets([len(w.input_ids) for w in windows], overhead))
+    scores: list[Any] = [None] * len(windows)
+    span_loss = None
+    for group in groups:
+        batch = [windows[i] for i in group]
+        output = model.forward(batch)
+        gold_row = group.index(0) if 0 in group else None
+        for row, score in zip(group, _passage_scores(model, output, batch, gold_row, gold_tokens), strict=True):
+            scores[row] = score
+        if gold_row is not None:
+            device = output.hidden.device
+            span_loss = (F.cross_entropy(output.start_logits[gold_row:gold_row + 1],
+                                         torch.tensor([gold_tokens[0]], device=device))
+                         + F.cross_entropy(output.end_logits[gold_row:gold_row + 1],
+                                           torch.tensor([gold_tokens[1]], device=device)))
+    assert span_loss is not None  # window 0 is in one of the groups
+    passage_scores = torch.stack(scores)
+    target = torch.zeros(1, dtype=torch.long, device=passage_scores.device)
+    loss = span_weight * span_loss + F.cross_entropy(passage_scores[None, :], target)
+    if ranking_loss == "softmax+pairwise":
+        negatives = passage_scores[1:]
+        loss = loss + F.margin_ranking_loss(passage_scores[0].expand_as(negatives), negatives,
+                                            torch.ones_like(negatives), margin=PAIRWISE_MARGIN)
+    return loss
 
 
 def evaluate_dev(reader: Reader, data: _Data, depth: int) -> dict[str, float]:
-    """Dev MRR@10 (trec_eval semantics) of the reader re-ranking the run's top ``depth``."""
+    """Dev MRR@10 (trec_eval semantics) of the reader re-ranking the run's top ``depth``: by its
+    score alone (``MRR@10``), and fused with the run's ranks by RRF as ``search --rerank-fusion
+    rrf`` does (``MRR@10 rrf``; the same reader scores)."""
     from corefsearch.evaluate import evaluate_run
+    from corefsearch.pipeline import order_reranked
     from corefsearch.progress import track
+    from corefsearch.sparse.search import Hit
 
-    run = {}
+    run, fused = {}, {}
     for query in track(data.dev, "Dev re-ranking"):
         pids = data.ranked[query.id][:depth]
         hits = reader.read(query, [(pid, data.passages[pid].text) for pid in pids])
         run[query.id] = {hit.passage_id: hit.score for hit in hits}
+        retrieved = [Hit(pid, -float(rank)) for rank, pid in enumerate(pids)]  # the run's order
+        fused[query.id] = {hit.passage_id: hit.score for hit in order_reranked(hits, retrieved, depth, "rrf")}
     qrels = {q.id: dict.fromkeys(data.relevant[q.id], 1) for q in data.dev}
-    evaluation = evaluate_run(run, qrels, definition="trec", name="dev")
-    return {SELECTION_METRIC: round(evaluation.aggregate[SELECTION_METRIC], 6)}
+    return {SELECTION_METRIC: round(evaluate_run(run, qrels, definition="trec", name="dev").aggregate[
+                SELECTION_METRIC], 6),
+            RRF_METRIC: round(evaluate_run(fused, qrels, definition="trec", name="dev rrf").aggregate[
+                SELECTION_METRIC], 6)}
+
+
+def chosen_fusion(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> tuple[str, dict[str, float] | None]:
+    """The ``--rerank-fusion`` with the better dev MRR@10 at the kept epoch (``reader`` on a tie,
+    and without dev scores), with both values."""
+    entry = next((e for e in dev_curve if e.get("epoch") == best_epoch and e.get(RRF_METRIC) is not None
+                  and e.get(SELECTION_METRIC) is not None), None)
+    if entry is None:
+        return "reader", None
+    dev = {"reader": entry[SELECTION_METRIC], "rrf": entry[RRF_METRIC]}
+    return ("rrf" if dev["rrf"] > dev["reader"] else "reader"), dev
 
 
 def retriever_dev(data: _Data) -> dict[str, float]:
@@ -379,15 +456,17 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
                           max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
                           overwrite=overwrite)
     result = train_loop(task, work, out, options, log=log, on_step=on_step)
+    fusion, fusion_dev = chosen_fusion(result.dev_curve, result.best_epoch)
     return ReaderTrainingSummary(out, device, len(data.train), result.steps_per_epoch, result.total_steps,
                                  result.steps_run, result.train_seconds, result.resumed_from_step,
-                                 result.best_epoch, result.dev_curve)
+                                 result.best_epoch, result.dev_curve, fusion, fusion_dev)
 
 
 class ReaderTask(TrainingTask):
     """A reader as a :class:`~corefsearch.training.task.TrainingTask`: ``batch_size`` queries a
-    step, each read in a forward pass of its own whose gradients accumulate (``backward``);
-    dev MRR@10 of re-ranking the run; epoch 0 of the dev curve is the run's own ranking."""
+    step, each read on its own (its windows in length buckets) with gradients that accumulate
+    (``backward``); dev MRR@10 of re-ranking the run, alone and fused with the run's ranks;
+    epoch 0 of the dev curve is the run's own ranking."""
 
     selection_metric = SELECTION_METRIC
 
@@ -416,19 +495,23 @@ class ReaderTask(TrainingTask):
         """The batch's mean example loss in one graph (``backward`` does the same query by query)."""
         import torch
 
-        losses = [loss for loss in (example_loss(self.reader, e, self.data.passages) for e in batch)
-                  if loss is not None]
+        losses = [loss for loss in (self.example_loss(e) for e in batch) if loss is not None]
         if not losses:
             return torch.zeros((), requires_grad=True)
         return torch.stack(losses).sum() / len(batch)
 
+    def example_loss(self, example: ReaderExample) -> torch.Tensor | None:
+        return example_loss(self.reader, example, self.data.passages, self.args.span_weight, self.args.ranking_loss)
+
     def backward(self, batch: list[ReaderExample]) -> float:
         # Each query's graph is freed after its own backward pass: a batch of queries with their
-        # negatives does not fit in memory at once. The step's loss: the mean over the examples
-        # that have one (an example without a window holding its gold span is skipped).
+        # negatives does not fit in memory at once (and reading a step's queries in one graph
+        # was no faster on a CPU: 17.4 against 18.3 s a step, see the reader-train notes). The
+        # step's loss: the mean over the examples that have one (an example without a window
+        # holding its gold span is skipped).
         total, counted = 0.0, 0
         for example in batch:
-            loss = example_loss(self.reader, example, self.data.passages)
+            loss = self.example_loss(example)
             if loss is None:
                 continue
             (loss / len(batch)).backward()
@@ -452,10 +535,14 @@ class ReaderTask(TrainingTask):
         _load_weights(self.model, saved["weights"])
 
     def save(self, folder: Path, result: LoopResult) -> None:
+        fusion, fusion_dev = chosen_fusion(result.dev_curve, result.best_epoch)
+        self.model.config.fusion = fusion  # corefsearch_reader.json: what `search --reader` uses by default
         record = {**self.record, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   "counts": {"train_queries": len(self.data.train), "dev_queries": len(self.data.dev),
                              "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
-                  "best_epoch": result.best_epoch, "selection_metric": SELECTION_METRIC if self.data.dev else None}
+                  "best_epoch": result.best_epoch, "selection_metric": SELECTION_METRIC if self.data.dev else None,
+                  "fusion": {"chosen": fusion, "dev": fusion_dev, "metric": SELECTION_METRIC if fusion_dev else None,
+                             "epoch": result.best_epoch if fusion_dev else None}}
         self.model.save(folder)
         write_json(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
@@ -470,15 +557,14 @@ def print_reader_summary(summary: ReaderTrainingSummary, console: Console) -> No
 
     if summary.dev_curve:
         table = Table(title=Text(f"Reader {summary.out}"))
-        for column in ("epoch", "step", "loss", SELECTION_METRIC, "seconds"):
+        for column in ("epoch", "step", "loss", SELECTION_METRIC, RRF_METRIC, "seconds"):
             table.add_column(column, justify="right")
         for entry in summary.dev_curve:
             label = "retriever" if entry["epoch"] == 0 else str(entry["epoch"])
-            loss = entry.get("loss")
-            # Without dev queries the epochs have a loss and no dev metric.
-            metric = entry.get(SELECTION_METRIC)
+            # Without dev queries the epochs have a loss and no dev metric; the retriever no loss and no RRF.
+            loss, metric, fused = entry.get("loss"), entry.get(SELECTION_METRIC), entry.get(RRF_METRIC)
             table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
-                          "–" if loss is None else f"{loss:.4f}", "–" if metric is None else f"{metric:.4f}",
+                          *("–" if value is None else f"{value:.4f}" for value in (loss, metric, fused)),
                           f"{entry.get('seconds', 0):.0f}")
         console.print(table)
     speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
@@ -486,3 +572,11 @@ def print_reader_summary(summary: ReaderTrainingSummary, console: Console) -> No
     kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
     console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_queries:,} queries"
                        f"{speed}. Kept {kept}; wrote {summary.out}."))
+    if summary.fusion_dev is not None:
+        dev = summary.fusion_dev
+        console.print(Text(f"Fusion: {summary.fusion} (dev {SELECTION_METRIC} {dev['reader']:.4f} by the reader's "
+                           f"score alone, {dev['rrf']:.4f} fused with the run's ranks by RRF); `search --reader` "
+                           "uses it unless --rerank-fusion says otherwise."))
+    else:
+        console.print(Text(f"Fusion: {summary.fusion} (no dev queries to choose by); `search --reader` uses it "
+                           "unless --rerank-fusion says otherwise."))

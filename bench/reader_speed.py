@@ -1,0 +1,265 @@
+"""Reader inference speed: seconds per query to re-rank the BM25 top 50, per encoder backend.
+
+ECB+ events, the all-topics collection (as bench/dense.py and bench/e2e.py build it), a seeded
+sample of ``--queries`` test queries; BM25 is the paper's best formulation (mention + named
+entities, RM3). Each query's top ``--rerank-k`` passages are re-ranked by the reader of
+``--reader`` (default: a freshly initialised, untrained integrated reader with markers on the
+bundled all-MiniLM-L6-v2, saved in the out dir: the speed does not depend on the training) with
+each backend, on ``--threads`` threads:
+
+- ``torch, batch 32``: the windows of a query in length-sorted passes of 32 (the default before
+  issue 11);
+- ``torch, one pass``: every window of a query in one forward pass, padded to the longest;
+- ``torch, length buckets``: the windows sorted by length and cut into a few passes, each padded
+  to its own longest (``length_buckets``, the default of ``Reader``);
+- ``onnx``: the encoder on ONNX Runtime (``corefsearch export-onnx``; fp32), length buckets;
+- ``onnx-int8``: its dynamic int8 quantisation, length buckets.
+
+Only ``Reader.read`` is timed (the passages' texts are read from the index beforehand; a first
+query warms each backend up untimed). The rows take turns query by query, in an order rotated
+from one query to the next, so that a load the machine carries meanwhile falls on every row
+alike. Reported: seconds per query (mean, p50, p95) and the
+speed-up over ``torch, batch 32``; with a trained ``--reader``, the MRR@10 of each backend on the
+same queries (``--qrels``, default the dataset's test qrels) and its difference to torch, the
+quality lost to ONNX or int8. The reader's folder gets its ``onnx/`` export when it has none.
+
+Prints the table and writes it into ``bench/RESULTS.md`` (``--results``) under
+``## Reader inference speed (bench/reader_speed.py)``, replacing that section if present.
+
+Run: ``python bench/reader_speed.py [--out-dir DIR] [--reader MODEL_DIR] [--queries 100] [--threads 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("COREFSEARCH_QUIET", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bm25 import machine, markdown_table, write_section  # noqa: E402
+
+from corefsearch.datasets.build import BuildOptions, build_dataset  # noqa: E402
+from corefsearch.datasets.dataset import read_queries  # noqa: E402
+from corefsearch.datasets.ecbplus import read_ecbplus  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ECBPLUS = ROOT / "data" / "ecbplus" / "ECBplus.tar.gz"
+SECTION = "## Reader inference speed (bench/reader_speed.py)"
+# (row name, backend, windows per forward pass: None = all windows of the query)
+# (row name, backend, windows per forward pass at most: None = no cap, length buckets: False = none)
+BACKENDS = (("torch, batch 32", "torch", 32, False), ("torch, one pass", "torch", None, False),
+            ("torch, length buckets", "torch", None, True), ("onnx", "onnx", None, True),
+            ("onnx-int8", "onnx-int8", None, True))
+REFERENCE = "torch, batch 32"
+TORCH_DEFAULT = "torch, length buckets"
+UNTRAINED = "reader-untrained-integrated"
+
+
+def log(message: str) -> None:
+    print(f"[{dt.datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Row:
+    name: str
+    backend: str
+    batch_size: int | None
+    buckets: bool
+    seconds: list[float] = field(default_factory=list)  # per query
+    passes: list[int] = field(default_factory=list)  # per query: forward passes
+    padded: list[int] = field(default_factory=list)  # per query: tokens read, padding included
+    mrr: float | None = None
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.seconds)
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.seconds)
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def dataset_and_index(root: Path) -> tuple[Path, Path]:
+    """The ECB+ events dataset of every topic (all splits) and its Lucene index, built once in ``root``."""
+    from corefsearch.sparse.index import build_lucene_index
+
+    dataset = root / "ecb-all"
+    if not (dataset / "manifest.json").exists():
+        log("building the ECB+ dataset (events, all topics)")
+        build_dataset(read_ecbplus(ECBPLUS), dataset, BuildOptions(), overwrite=True, source_name="ecb-all")
+    index = root / "ecb-all-index"
+    if not (index / "lucene" / "manifest.json").exists():
+        log("building its Lucene index")
+        build_lucene_index(dataset, index, threads=2, overwrite=True)
+    return dataset, index
+
+
+def untrained_reader(root: Path) -> Path:
+    """A freshly initialised integrated reader (markers) on the bundled all-MiniLM-L6-v2."""
+    from corefsearch.reader.model import READER_CONFIG, CrossEncoderReader, ReaderConfig
+
+    folder = root / UNTRAINED
+    if not (folder / READER_CONFIG).exists():
+        import torch
+
+        torch.manual_seed(13)
+        CrossEncoderReader.from_base(None, ReaderConfig(head="integrated", markers=True)).save(folder)
+    return folder
+
+
+def ensure_export(folder: Path) -> None:
+    from corefsearch.errors import CorefSearchError
+    from corefsearch.onnx_backend import check_onnx_export
+    from corefsearch.onnx_export import export_onnx
+
+    try:
+        check_onnx_export(folder, "onnx")
+        check_onnx_export(folder, "onnx-int8")
+    except CorefSearchError:
+        summary = export_onnx(folder, quantize=True, log=log)
+        for file in summary.files:
+            log(f"wrote {file.path} ({file.megabytes:.1f} MB, max abs diff to torch {file.max_abs_diff:.2e})")
+
+
+def mrr_at_10(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> float:
+    from corefsearch.evaluate import evaluate_run
+
+    return evaluate_run(run, {qid: qrels.get(qid, {}) for qid in run}, "trec", "reader").aggregate["MRR@10"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", type=Path, default=None, help="Datasets, index and the untrained reader.")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    parser.add_argument("--reader", type=Path, default=None, help="A reader folder (default: untrained, built).")
+    parser.add_argument("--qrels", type=Path, default=None,
+                        help="With --reader: the qrels for MRR@10 (default: the dataset's qrels/test.txt).")
+    parser.add_argument("--queries", type=int, default=100, help="Test queries (a seeded sample).")
+    parser.add_argument("--rerank-k", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    started = dt.datetime.now()
+    root = args.out_dir or Path(tempfile.mkdtemp(prefix="corefsearch-bench-reader-speed-"))
+    root.mkdir(parents=True, exist_ok=True)
+    log(f"working in {root}")
+
+    import torch
+
+    from corefsearch.io import read_qrels
+    from corefsearch.pipeline import order_reranked
+    from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS
+    from corefsearch.reader.read import Reader
+    from corefsearch.sparse.search import BM25Options, BM25Searcher
+
+    torch.set_num_threads(args.threads)
+    dataset, index = dataset_and_index(root)
+    queries = read_queries(dataset / "queries" / "test.jsonl")
+    queries = [queries[i] for i in sorted(random.Random(13).sample(range(len(queries)), min(args.queries,
+                                                                                        len(queries))))]
+    searcher = BM25Searcher(index, BM25Options(query_format="mention+entities", rm3=True, threads=args.threads))
+    retrieved = list(searcher.search(queries, args.rerank_k))
+    texts = {h.passage_id: searcher.passage(h.passage_id)["text"] for _, hits in retrieved for h in hits}
+    log(f"{len(retrieved)} test queries, BM25 top {args.rerank_k} retrieved")
+
+    trained = args.reader is not None
+    folder = args.reader if trained else untrained_reader(root)
+    ensure_export(folder)
+    qrels = read_qrels(args.qrels or dataset / "qrels" / "test.txt") if trained else None
+    rows = [Row(name, backend, batch, buckets) for name, backend, batch, buckets in BACKENDS]
+    readers = {}
+    for row in rows:
+        readers[row.name] = Reader.load(folder, "cpu", batch_size=row.batch_size, backend=row.backend,
+                                        threads=args.threads, pass_overhead=PASS_OVERHEAD_TOKENS if row.buckets
+                                        else None)
+        first_query, first_hits = retrieved[0]
+        readers[row.name].read(first_query, [(h.passage_id, texts[h.passage_id]) for h in first_hits])  # warm-up
+    windows: list[list[int]] = []  # per query: the length (tokens) of each of its windows
+    runs: dict[str, dict[str, dict[str, float]]] = {row.name: {} for row in rows}
+    for number, (query, hits) in enumerate(retrieved):
+        passages = [(h.passage_id, texts[h.passage_id]) for h in hits]
+        query_windows = readers[rows[0].name].windows(query, passages)
+        windows.append([len(w.input_ids) for w in query_windows])
+        for row in rows[number % len(rows):] + rows[:number % len(rows)]:  # rotated: each row goes first in turn
+            reader = readers[row.name]
+            passes = reader.passes(query_windows)
+            row.passes.append(len(passes))
+            row.padded.append(sum(len(group) * max(windows[-1][i] for i in group) for group in passes))
+            begin = time.perf_counter()
+            read = reader.read(query, passages)
+            row.seconds.append(time.perf_counter() - begin)
+            runs[row.name][query.id] = {h.passage_id: h.score for h in order_reranked(read, hits, args.rerank_k)}
+    for row in rows:
+        if qrels is not None:
+            row.mrr = mrr_at_10(runs[row.name], qrels)
+        log(f"{row.name}: {row.mean:.3f} s per query, {statistics.fmean(row.passes):.1f} passes"
+            + (f", MRR@10 {100 * row.mrr:.2f}" if row.mrr else ""))
+    bm25_mrr = None
+    if qrels is not None:
+        bm25_mrr = mrr_at_10({q.id: {h.passage_id: h.score for h in hits} for q, hits in retrieved}, qrels)
+    section = report(rows, args, folder, trained, len(retrieved), windows, bm25_mrr, started)
+    print(section)
+    write_section(args.results, section, SECTION)
+    log(f"wrote {args.results}")
+    return 0
+
+
+def report(rows: list[Row], args: argparse.Namespace, folder: Path, trained: bool, n_queries: int,
+           windows: list[list[int]], bm25_mrr: float | None, started: dt.datetime) -> str:
+    import onnxruntime
+    import torch
+
+    reference = next(row for row in rows if row.name == REFERENCE)
+    torch_mrr = next((row.mrr for row in rows if row.name == TORCH_DEFAULT), None)
+    real = statistics.fmean(sum(w) for w in windows)
+    header = ["Backend", "passes/query", "tokens read / real", "s/query (mean)", "p50", "p95",
+              f"speed-up over {REFERENCE}"]
+    align = ["l", "r", "r", "r", "r", "r", "r"]
+    if trained:
+        header += ["MRR@10", "Δ MRR@10 vs torch"]
+        align += ["r", "r"]
+    lines = []
+    for row in rows:
+        cells = [row.name, f"{statistics.fmean(row.passes):.1f}", f"{statistics.fmean(row.padded) / real:.2f}",
+                 f"{row.mean:.3f}", f"{row.percentile(50):.3f}", f"{row.percentile(95):.3f}",
+                 f"{reference.mean / row.mean:.2f}×"]
+        if trained and row.mrr is not None and torch_mrr is not None:
+            cells += [f"{100 * row.mrr:.2f}", f"{100 * (row.mrr - torch_mrr):+.2f}"]
+        lines.append(cells)
+    reader = (f"`{folder}` (--reader)" if trained
+              else "a freshly initialised integrated reader with markers on all-MiniLM-L6-v2 (untrained: the speed "
+                   "does not depend on the weights; no MRR)")
+    info = machine()
+    parts = [
+        SECTION, "",
+        f"Run {started:%Y-%m-%d %H:%M} by `python bench/reader_speed.py --queries {args.queries} --threads "
+        f"{args.threads}{' --reader ' + str(folder) if trained else ''}`. ECB+ events, all-topics collection, "
+        f"{n_queries} test queries (seeded sample); each re-ranks its BM25 (mention + entities, RM3) top "
+        f"{args.rerank_k} with {reader}. Only `Reader.read` is timed, on {args.threads} threads (torch "
+        f"{torch.__version__}, ONNX Runtime {onnxruntime.__version__}); windows per query: mean "
+        f"{statistics.fmean(len(w) for w in windows):.1f}, max {max(len(w) for w in windows)}; tokens per window: "
+        f"mean {statistics.fmean(n for w in windows for n in w):.0f}, the longest of a query (what one pass pads "
+        f"to) mean {statistics.fmean(max(w) for w in windows):.0f}.",
+        "", markdown_table(header, lines, align), "",
+    ]
+    if bm25_mrr is not None:
+        parts += [f"BM25 alone on these queries: MRR@10 {100 * bm25_mrr:.2f}.", ""]
+    parts += ["A cross-encoder reads the query window again with every passage: its attention is bidirectional, "
+              "so no state of the query's tokens can be shared between passages.", "",
+              f"Machine: {info['CPU model']}, {info['CPUs']}; load average at the end (1, 5, 15 min): "
+              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine shares its cores: "
+              "compare rows of one run, not runs).", ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""An ONNX Runtime backend for the transformer encoder of a model folder.
+
+The conventions are sentence-transformers' (``backend="onnx"``): the export lives in the model
+folder as ``onnx/model.onnx``, its dynamic int8 quantisation as ``onnx/model_qint8.onnx``
+(``corefsearch export-onnx MODEL_DIR`` writes both, see :mod:`corefsearch.onnx_export`).
+``onnx/export.json`` records the checksum of the encoder weights it was exported from, so that
+an export left over from earlier weights (a model retrained into the same folder) is refused
+instead of silently scoring with the old model.
+
+:class:`OnnxEncoder` stands in for the Hugging Face ``AutoModel``: called with the same keyword
+tensors (``input_ids``, ``attention_mask`` and, when the model has segments,
+``token_type_ids``), it returns an object with ``.last_hidden_state`` as a torch tensor. Any
+head on top of the encoder stays in torch. Nothing in it is specific to the reader, so the dense
+retriever's and the mention encoder's encoders can use it as well.
+
+sentence-transformers' own ONNX backend goes through Hugging Face Optimum, which is not a
+dependency here (and whose exporter needs the network for some models); the export is
+``torch.onnx.export`` and the session plain ``onnxruntime``, a few lines each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from corefsearch.errors import InputError, MissingArtefactError
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+ONNX_DIR = "onnx"
+ONNX_MODEL = "model.onnx"
+ONNX_QINT8 = "model_qint8.onnx"
+EXPORT_RECORD = "export.json"
+OUTPUT_NAME = "last_hidden_state"
+WEIGHTS_FILE = "model.safetensors"  # the encoder weights save_pretrained writes (safe_serialization=True)
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+
+
+def check_backend_device(backend: str, device: str) -> None:
+    """The ONNX backends run on the CPU (the ``onnxruntime`` package, not ``onnxruntime-gpu``)."""
+    check_backend(backend)
+    if backend != "torch" and device not in ("auto", "cpu"):
+        raise InputError(f"--backend {backend} runs the model on the CPU (ONNX Runtime), not on --device {device}: "
+                         "use --device cpu, or --backend torch on a GPU")
+
+
+def onnx_file(folder: Path, backend: str) -> Path:
+    """The ONNX file of ``backend`` (``onnx`` or ``onnx-int8``) in a model folder."""
+    return Path(folder) / ONNX_DIR / (ONNX_QINT8 if backend == "onnx-int8" else ONNX_MODEL)
+
+
+def weights_checksum(folder: Path) -> str | None:
+    """The sha256 of the folder's encoder weights (None when they are not one safetensors file)."""
+    from corefsearch.io import sha256_file
+
+    path = Path(folder) / WEIGHTS_FILE
+    return "sha256:" + sha256_file(path) if path.is_file() else None
+
+
+def check_onnx_export(folder: Path, backend: str) -> Path:
+    """The ONNX file ``backend`` reads from ``folder``, checked: it exists and was exported from the
+    encoder weights the folder holds now. One line saying what to run otherwise."""
+    folder = Path(folder)
+    path = onnx_file(folder, backend)
+    remedy = f"run `corefsearch export-onnx {folder}`"
+    if not path.is_file():
+        quantised = " (the int8 file comes with the default --quantize)" if backend == "onnx-int8" else ""
+        raise MissingArtefactError(f"--backend {backend} reads {path}, which does not exist: {remedy} "
+                                   f"first{quantised}")
+    record_path = folder / ONNX_DIR / EXPORT_RECORD
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        exported_from, files = record["weights_sha256"], set(record["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise MissingArtefactError(f"{record_path} is missing or unreadable, so {path} cannot be matched to the "
+                                   f"weights of {folder}: {remedy} again") from None
+    if path.name not in files:
+        raise MissingArtefactError(f"{record_path} does not list {path.name}: {path} is not from the last export; "
+                                   f"{remedy} again")
+    if exported_from != weights_checksum(folder):
+        raise InputError(f"{path} was exported from other encoder weights than {folder / WEIGHTS_FILE} holds now "
+                         f"(the model was retrained or replaced): {remedy} again")
+    return path
+
+
+class OnnxEncoder:
+    """An ``onnxruntime.InferenceSession`` over an exported encoder, callable like the Hugging Face
+    model: ``encoder(input_ids=..., attention_mask=..., token_type_ids=...).last_hidden_state``.
+
+    ``config`` is the Hugging Face config of the encoder (callers read e.g. ``type_vocab_size``
+    from it). ``threads`` sets ONNX Runtime's intra-op threads (default: torch's
+    ``get_num_threads()``, so that both backends use the same cores). It runs on the CPU
+    (``CPUExecutionProvider``: the ``onnxruntime`` package, not ``onnxruntime-gpu``).
+    """
+
+    def __init__(self, path: Path, config: Any, threads: int | None = None) -> None:
+        import onnxruntime as ort
+        import torch
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(threads) if threads else torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only: not its notes on the graph
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime raises its own Fail/InvalidGraph/... on a damaged file
+            why = " ".join(str(err).split())[:240]
+            raise InputError(f"{path}: ONNX Runtime cannot load it ({type(err).__name__}: {why}); export it again "
+                             f"with `corefsearch export-onnx {Path(path).parent.parent}`") from None
+        self.path = Path(path)
+        self.config = config
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.threads = options.intra_op_num_threads
+        self.device = "cpu"
+
+    def __call__(self, **inputs: Any) -> Any:
+        import numpy as np
+        import torch
+        from transformers.modeling_outputs import BaseModelOutput
+
+        feed = {}
+        for name in self.input_names:
+            if name not in inputs:
+                raise InputError(f"{self.path} takes {', '.join(self.input_names)}; the caller gave no {name}")
+            value = inputs[name]
+            array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+            feed[name] = array.astype(np.int64, copy=False)
+        (hidden,) = self.session.run([OUTPUT_NAME], feed)
+        return BaseModelOutput(last_hidden_state=torch.from_numpy(hidden))
+
+    # The few nn.Module methods the model classes call on their encoder.
+    def to(self, device: Any) -> OnnxEncoder:
+        if str(device) != "cpu":
+            raise InputError(f"the ONNX backend runs on the CPU (ONNX Runtime's CPU provider), not on {device}: "
+                             "use --device cpu, or --backend torch on a GPU")
+        return self
+
+    def train(self, mode: bool = True) -> OnnxEncoder:
+        if mode:
+            raise InputError("an ONNX encoder is for inference only; train the torch model")
+        return self
+
+    def eval(self) -> OnnxEncoder:
+        return self
