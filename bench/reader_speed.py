@@ -7,8 +7,8 @@ entities, RM3). Each query's top ``--rerank-k`` passages are re-ranked by the re
 bundled all-MiniLM-L6-v2, saved in the out dir: the speed does not depend on the training) with
 each backend, on ``--threads`` threads:
 
-- ``torch, batch 32``: the windows of a query in length-sorted passes of 32 (the default before
-  issue 11);
+- ``torch, batch 32``: the windows of a query in length-sorted passes of 32 (the default of
+  version 0.1.0);
 - ``torch, one pass``: every window of a query in one forward pass, padded to the longest;
 - ``torch, length buckets``: the windows sorted by length and cut into a few passes, each padded
   to its own longest (``length_buckets``, the default of ``Reader``);

@@ -1,4 +1,4 @@
-"""Corrupted or mismatched artefacts and valid but extreme input (issue 9, section 2): each a
+"""Corrupted or mismatched artefacts and valid but extreme input: each a
 one-line error naming the file and what to run (exit 1, no traceback, nothing written), or, for
 extreme input, a run that goes through and says what it did (a warning). Also Java exceptions,
 messages printed whole when stderr is not a terminal, options refused before any work, and

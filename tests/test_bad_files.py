@@ -1,4 +1,4 @@
-"""Bad input files, reader by reader (issue 9, section 2).
+"""Bad input files, reader by reader.
 
 Unreadable input (a folder where a file goes, binary data, bytes that are not UTF-8: ``FILE:LINE``),
 accepted variants (a UTF-8 byte order mark, CRLF line ends: the same results as plain files), empty

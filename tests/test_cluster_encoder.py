@@ -1,4 +1,4 @@
-"""`corefsearch cluster --method encoder` and `corefsearch train clusterer` (issue 10): a tiny random
+"""`corefsearch cluster --method encoder` and `corefsearch train clusterer`: a tiny random
 BERT (built here, as in test_mention_encoder.py) on a hand-made dataset with topics and train, dev and
 test clusters."""
 

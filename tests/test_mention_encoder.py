@@ -1,4 +1,4 @@
-"""The contrastive mention encoder's pieces (issue 10; Hsu & Horwood 2022): mention inputs read from a
+"""The contrastive mention encoder's pieces (Hsu & Horwood 2022): mention inputs read from a
 dataset, the encoder and its save/load, the contrastive loss, training pairs, and agglomerative
 clustering (all pairs, and over a kNN graph).
 

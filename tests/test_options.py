@@ -1,4 +1,4 @@
-"""Options that do what they say on any corpus (issue 9, section 3): ``--mention-type`` on generic
+"""Options that do what they say on any corpus: ``--mention-type`` on generic
 corpora, ``--split-by corpus``, ``--sentences newline|spacy`` with every mention kept, progress
 lines of long training runs, and ``train retriever --dev-max-queries/--threads``."""
 

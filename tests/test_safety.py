@@ -1,4 +1,4 @@
-"""Never lose or corrupt the user's data (issue 9, part 1): outputs that would overwrite an input
+"""Never lose or corrupt the user's data: outputs that would overwrite an input
 are refused, outputs are checked before any work, two processes never write one output, an
 interrupted training resumes to exactly the uninterrupted result (also after Ctrl-C in the middle
 of a step), what a killed run left is cleaned up, and a missing model folder says so.

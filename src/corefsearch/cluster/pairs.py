@@ -1,4 +1,4 @@
-"""Training pairs of the contrastive mention encoder (Hsu & Horwood 2022, §3.3; issue 10).
+"""Training pairs of the contrastive mention encoder (Hsu & Horwood 2022, §3.3).
 
 Positives: every pair of mentions within a gold cluster, as in the paper; a cluster of m mentions
 has m(m−1)/2 of them, so a large cluster (WEC has clusters of thousands) gives a seeded sample of

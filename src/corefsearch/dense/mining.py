@@ -3,7 +3,7 @@
 Mining searches every training query once, through Lucene in a Java virtual machine that
 lives inside the process that starts it, with spaCy's NER pipeline for the query strings.
 Neither gives its memory back: in the training process they held about a gigabyte for the
-whole run (ECB+, ``issue 9``) though they are needed only in the first minute. A child
+whole run (ECB+) though they are needed only in the first minute. A child
 process (``spawn``: a fresh interpreter, no copy of the parent's torch state) does the
 mining and returns the candidates; its memory goes when it ends. The result is the same
 as mining in-process: the same searcher, the same queries, in the same order.
