@@ -52,8 +52,8 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def timed_command(command: list[str]) -> tuple[float, int]:
-    """Run ``command`` under ``/usr/bin/time``; its wall seconds and peak resident memory in kB."""
+def timed_run(command: list[str]) -> tuple[float, int, str]:
+    """Run ``command`` under ``/usr/bin/time``; its wall seconds, peak resident memory in kB and stdout."""
     with tempfile.TemporaryDirectory() as folder:
         stats = Path(folder) / "time.txt"
         result = subprocess.run(["/usr/bin/time", "-o", str(stats), "-f", "%e %M", *command],
@@ -61,7 +61,13 @@ def timed_command(command: list[str]) -> tuple[float, int]:
         if result.returncode != 0:
             raise SystemExit(f"failed: {shlex.join(command)}\n{result.stderr}")
         seconds, peak = stats.read_text().split()[-2:]
-        return float(seconds), int(peak)
+        return float(seconds), int(peak), result.stdout
+
+
+def timed_command(command: list[str]) -> tuple[float, int]:
+    """Run ``command`` under ``/usr/bin/time``; its wall seconds and peak resident memory in kB."""
+    seconds, peak, _ = timed_run(command)
+    return seconds, peak
 
 
 def build(root: Path, mention_type: str) -> Path:

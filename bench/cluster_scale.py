@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
 from bm25 import machine, markdown_table, write_section  # noqa: E402
 from cluster import CLI, build, log  # noqa: E402
+from cluster import timed_run as timed  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SECTION = "## Whole-corpus coreference at scale (bench/cluster_scale.py)"
@@ -87,18 +87,6 @@ def synthetic_corpus(dataset: Path, folder: Path, size: int) -> int:
             if written >= size:
                 break
     return written
-
-
-def timed(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak resident kB and stdout of ``command`` (``/usr/bin/time``)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        stats = Path(scratch) / "time.txt"
-        result = subprocess.run(["/usr/bin/time", "-o", str(stats), "-f", "%e %M", *command],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise SystemExit(f"failed: {shlex.join(command)}\n{result.stderr}")
-        seconds, peak = stats.read_text().split()[-2:]
-        return float(seconds), int(peak), result.stdout
 
 
 def main(argv: list[str] | None = None) -> None:
