@@ -15,6 +15,15 @@ take hours at the rate of the first row), so this measures the clustering's grow
 average linkage) at full size and the encoder at the size of ECB+. No metrics are reported: the
 copies make them meaningless.
 
+The copies are also exact duplicates for the clustering: ``cluster`` merges identical vectors into
+one weighted node before the kNN graph (exact for average linkage), so the first table's kNN and
+linkage work on the distinct vectors only. The second table measures the kNN graph and the linkage
+on n *distinct* vectors (``--distinct``, default on): the encoder's vectors of the ECB+ mentions,
+each copy moved by Gaussian noise (σ = ``--jitter`` per unit vector, so that a copy keeps a cosine of
+about 1/√(1+σ²) with its original: a paraphrase of the same mention rather than a duplicate) and
+clustered by ``cluster_knn`` in a child process under ``/usr/bin/time``; this is the growth a corpus
+of n different mentions would see, without encoding n mentions.
+
 Prints the table and writes it into ``bench/RESULTS.md`` under
 ``## Whole-corpus coreference at scale (bench/cluster_scale.py)``, replacing that section if present.
 
@@ -36,6 +45,7 @@ from pathlib import Path
 
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
+import numpy as np  # noqa: E402
 from bm25 import machine, markdown_table, write_section  # noqa: E402
 from cluster import CLI, build, log  # noqa: E402
 from cluster import timed_run as timed  # noqa: E402
@@ -89,6 +99,52 @@ def synthetic_corpus(dataset: Path, folder: Path, size: int) -> int:
     return written
 
 
+def source_vectors(model: Path, source: Path, cache: Path) -> np.ndarray:
+    """The encoder's vectors of every mention of ``source`` (all splits), cached in ``cache``."""
+    if cache.exists():
+        return np.load(cache)
+    from corefsearch.cluster.encoder import split_records
+    from corefsearch.cluster.model import MentionEncoder
+
+    records = [r for split in ("train", "dev", "test") for r in split_records(source, split)]
+    log(f"encoding the {len(records):,} source mentions for the distinct-vector rows")
+    vectors = MentionEncoder.load(model).encode(records, batch_size=64)
+    np.save(cache, vectors)
+    return vectors
+
+
+def jittered(vectors: np.ndarray, size: int, sigma: float, seed: int = 13) -> np.ndarray:
+    """``size`` unit vectors: row i is row ``i % len(vectors)`` plus Gaussian noise of norm about σ."""
+    rng = np.random.default_rng(seed)
+    dimension = vectors.shape[1]
+    out = np.empty((size, dimension), dtype=np.float32)
+    for start in range(0, size, 8192):  # in blocks: the peak memory is that of the result
+        rows = np.arange(start, min(size, start + 8192))
+        moved = vectors[rows % len(vectors)] + rng.standard_normal((len(rows), dimension), dtype=np.float32) * \
+            np.float32(sigma / np.sqrt(dimension))
+        out[rows] = moved / np.linalg.norm(moved, axis=1, keepdims=True)
+    return out
+
+
+def linkage_child(vectors_file: Path, size: int, sigma: float, k: int, tau: float) -> None:
+    """Child process: kNN graph + average linkage of ``size`` jittered vectors; prints the timings."""
+    from corefsearch.cluster import agglomerative
+
+    vectors = jittered(np.load(vectors_file), size, sigma)
+    # cluster_knn's steps, timed one by one: distinct rows, the kNN graph, the linkage
+    started = time.perf_counter()
+    matrix, copy_of, weights = agglomerative.distinct_rows(agglomerative.normalised(vectors))
+    if len(matrix) != size:
+        raise SystemExit("the jittered vectors are not all distinct")
+    a, b, sims = agglomerative.knn_edges(matrix, k)
+    knn_s = time.perf_counter() - started
+    labels = np.arange(len(matrix), dtype=np.int64)
+    agglomerative._cluster_graph(a, b, sims, tau, weights, labels)
+    linkage_s = time.perf_counter() - started - knn_s
+    labels = agglomerative.canonical_labels(labels[copy_of])
+    print(json.dumps({"knn_s": knn_s, "linkage_s": linkage_s, "edges": len(a), "clusters": int(labels.max()) + 1}))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="A mention encoder from `train clusterer`.")
@@ -96,14 +152,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=50)
     parser.add_argument("--out-dir", type=Path, default=None, help="Corpora, datasets, clusters (default: temp).")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md")
+    parser.add_argument("--cli-sizes", default=None,
+                        help="Mention counts of the `corefsearch cluster` rows (default: --sizes).")
+    parser.add_argument("--distinct", action=argparse.BooleanOptionalAction, default=True,
+                        help="Also time the kNN graph and linkage on n distinct (jittered) vectors.")
+    parser.add_argument("--jitter", type=float, default=0.3, help="σ of the distinct rows' noise.")
+    parser.add_argument("--child", nargs=2, metavar=("VECTORS", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    tau = float(json.loads((args.model / "training_args.json").read_text(encoding="utf-8")).get("threshold", 0.2))
+    if args.child:
+        linkage_child(Path(args.child[0]), int(args.child[1]), args.jitter, args.k, tau)
+        return
     root = args.out_dir or Path(tempfile.mkdtemp(prefix="corefsearch-cluster-scale-"))
     started = time.perf_counter()
     source = build(root, "event")
     header = ["Mentions", "Documents", "build-dataset s", "distinct inputs", "cluster s", "encode s",
               "kNN + linkage s", "peak MB", "clusters"]
     rows = []
-    for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
+    for size in [int(s) for s in (args.cli_sizes or args.sizes).split(",") if s.strip()]:
         corpus = root / f"synthetic-{size}"
         dataset = root / f"synthetic-{size}-dataset"
         if not (corpus / "mentions.jsonl").exists():
@@ -128,6 +194,20 @@ def main(argv: list[str] | None = None) -> None:
         rows.append([f"{mentions:,}", f"{documents:,}", f"{build_s:.1f}" if build_s else "(built before)", distinct,
                      f"{seconds:.1f}", f"{encode_s:.1f}", f"{cluster_s:.1f}", f"{peak / 1024:,.0f}", f"{clusters:,}"])
         log(" | ".join(rows[-1]))
+    distinct_rows = []
+    if args.distinct:
+        cache = root / "source-vectors.npy"
+        source_vectors(args.model, source, cache)
+        for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
+            log(f"kNN graph + linkage of {size:,} distinct vectors")
+            seconds, peak, report = timed([sys.executable, str(Path(__file__).resolve()), "--model", str(args.model),
+                                           "--k", str(args.k), "--jitter", str(args.jitter),
+                                           "--child", str(cache), str(size)])
+            child = json.loads(report.strip().splitlines()[-1])
+            distinct_rows.append([f"{size:,}", f"{child['edges']:,}", f"{child['knn_s']:.1f}",
+                                  f"{child['linkage_s']:.1f}", f"{seconds:.1f}", f"{peak / 1024:,.0f}",
+                                  f"{child['clusters']:,}"])
+            log(" | ".join(distinct_rows[-1]))
     minutes = (time.perf_counter() - started) / 60
     given = sys.argv[1:] if argv is None else argv
     model_args = json.loads((args.model / "training_args.json").read_text(encoding="utf-8"))
@@ -140,6 +220,12 @@ def main(argv: list[str] | None = None) -> None:
              "s and peak MB: the whole `corefsearch cluster` process (`/usr/bin/time`); encode and kNN + "
              "linkage: the two steps as the command reports them.",
              "", markdown_table(header, rows, "r" * len(header)), ""]
+    if distinct_rows:
+        distinct_header = ["Distinct vectors", "kNN edges", "kNN s", "linkage s", "process s", "peak MB", "clusters"]
+        lines += [f"kNN graph and average linkage alone on n distinct vectors (the encoder's vectors of the ECB+ "
+                  f"mentions, copies moved by noise of σ {args.jitter}; `cluster_knn` at τ {tau}, --k {args.k}, "
+                  "in one process under `/usr/bin/time`):", "",
+                  markdown_table(distinct_header, distinct_rows, "r" * len(distinct_header)), ""]
     section = "\n".join(lines)
     print(section)
     write_section(args.results, section, SECTION)

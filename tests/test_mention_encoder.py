@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, knn_edges
+from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
 from corefsearch.cluster.loss import contrastive_loss, cosine_distance
 from corefsearch.cluster.model import CLUSTERER_CONFIG, HEAD_WEIGHTS, ClustererConfig, MentionEncoder
@@ -466,3 +466,21 @@ def test_canonical_labels_and_bad_vectors() -> None:
         cluster_dense(np.array([[1.0, 0.0], [0.0, 0.0]]), 0.5)
     with pytest.raises(InputError, match="between 0 and 2"):
         cluster_dense(np.eye(2), 3.0)
+
+
+def test_identical_vectors_are_merged_first_and_weigh_as_many_mentions() -> None:
+    rng = np.random.default_rng(23)
+    for _ in range(40):
+        distinct = rng.normal(size=(int(rng.integers(2, 15)), 6))
+        vectors = distinct[rng.integers(0, len(distinct), int(rng.integers(2, 40)))]  # copies of a few rows
+        n = len(vectors)
+        for tau in (0.05, 0.3, 0.7):
+            # copies never split, and the weighted linkage is all-pairs average linkage over every copy
+            assert cluster_knn(vectors, tau, k=n).tolist() == cluster_dense(vectors, tau).tolist()
+
+
+def test_distinct_rows_keep_the_order_of_first_appearance() -> None:
+    matrix = np.array([[1, 0], [0, 1], [1, 0], [2, 2], [0, 1]], dtype=np.float32)
+    rows, copy_of, weights = distinct_rows(matrix)
+    assert rows.tolist() == [[1, 0], [0, 1], [2, 2]]
+    assert copy_of.tolist() == [0, 1, 0, 2, 1] and weights.tolist() == [2, 2, 1]

@@ -26,6 +26,14 @@ each component is clustered alone with only its own edges. And only candidate pa
 the threshold go into the heap (a merge recomputes the averages of the merged cluster's neighbours).
 Pair similarities are recomputed in float64 from the vectors, so FAISS's float32 scores only choose
 the neighbours.
+
+Identical vectors (the same story syndicated to many outlets: ``cluster`` encodes identical inputs
+once, so their vectors are bit for bit equal) are merged before the graph is built, into one node
+weighted by its number of copies. This is exact for average linkage: copies are at distance 0 and
+merge before anything else, and a cluster of w copies has, to every other cluster, the average
+distance of one copy. The pair sums then start at ``w_x · w_y · s`` and the sizes at ``w``. The kNN
+graph is built over the distinct vectors, so a mention's k neighbours are k other stories rather than
+its own copies.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ IVF_PROBES = 32
 IVF_TRAIN_PER_LIST = 40  # k-means training sample: 40 vectors per list (FAISS warns below 39)
 IVF_ITERATIONS = 10
 IVF_SEED = 13
+NORM_BLOCK = 16_384  # rows per block when computing norms in float64
 
 
 def normalised(vectors: Any) -> np.ndarray:
@@ -54,11 +63,14 @@ def normalised(vectors: Any) -> np.ndarray:
     matrix = np.asarray(vectors, dtype=np.float32)
     if matrix.ndim != 2:
         raise InputError(f"mention vectors must be a matrix (n × d), got shape {matrix.shape}")
-    norms = np.linalg.norm(matrix.astype(np.float64), axis=1)
+    norms = np.empty(len(matrix))
+    for start in range(0, len(matrix), NORM_BLOCK):  # float64 in blocks: no n × d float64 copy
+        block = matrix[start:start + NORM_BLOCK].astype(np.float64)
+        norms[start:start + NORM_BLOCK] = np.sqrt(np.einsum("ij,ij->i", block, block))
     bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0))
     if bad.size:
         raise InputError(f"mention vector {int(bad[0])} is zero or not finite; it has no cosine distance")
-    return (matrix / norms[:, None]).astype(np.float32)
+    return matrix / norms.astype(np.float32)[:, None]
 
 
 def _check_tau(tau: float) -> None:
@@ -129,45 +141,81 @@ def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def cluster_knn(vectors: Any, tau: float, k: int = 50) -> np.ndarray:
     """Cluster labels (0.., by first appearance) of average linkage over the kNN graph (pairs that are
     not edges count as cosine distance 1), merging while the closest average distance is ≤ ``tau``."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
     _check_tau(tau)
+    if k < 1:
+        raise InputError(f"--k must be at least 1, got {k}")
     if tau >= 1:
         raise InputError(f"--threshold {tau}: over the kNN graph τ must be below 1 (a cosine distance of 1 is what "
                          "a pair that is not an edge counts as, so τ ≥ 1 would merge unrelated mentions); use "
                          "all-pairs clustering for such thresholds")
-    n = len(np.asarray(vectors))
-    a, b, sims = knn_edges(vectors, k)
+    matrix = normalised(vectors)
+    n = len(matrix)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
+    matrix, copy_of, weights = distinct_rows(matrix)
+    n = len(matrix)
+    a, b, sims = knn_edges(matrix, k)
+    labels = np.arange(n, dtype=np.int64)
+    if n >= 2:
+        _cluster_graph(a, b, sims, tau, weights, labels)
+    return canonical_labels(labels[copy_of])
+
+
+def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(distinct, copy_of, weights)``: the distinct rows of ``matrix`` in order of first appearance,
+    for each row the index of its distinct row, and how many rows each distinct row stands for."""
+    import hashlib
+
+    rows = np.ascontiguousarray(matrix)
+    slot: dict[bytes, int] = {}
+    first: list[int] = []
+    copy_of = np.empty(len(rows), dtype=np.int64)
+    for i, row in enumerate(rows):  # a 16-byte digest per row instead of a sorted copy of the matrix
+        key = hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+        if key not in slot:
+            slot[key] = len(first)
+            first.append(i)
+        copy_of[i] = slot[key]
+    # Two different rows with one 128-bit digest: about n² / 2¹²⁹, i.e. never at any corpus size.
+    distinct = rows[np.asarray(first, dtype=np.int64)]
+    return distinct, copy_of, np.bincount(copy_of, minlength=len(first)).astype(np.int64)
+
+
+def _cluster_graph(a: np.ndarray, b: np.ndarray, sims: np.ndarray, tau: float, weights: np.ndarray,
+                   labels: np.ndarray) -> None:
+    """Average linkage over the graph's edges, one connected component of strong edges at a time."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(labels)
     least = 1.0 - tau
     strong = sims >= least
     graph = coo_matrix((np.ones(int(strong.sum()), dtype=np.int8), (a[strong], b[strong])), shape=(n, n))
     _, component = connected_components(graph, directed=False)
     inside = component[a] == component[b]
     a, b, sims = a[inside], b[inside], sims[inside]
-    labels = np.arange(n, dtype=np.int64)
     order = np.argsort(component[a], kind="stable")
     a, b, sims = a[order], b[order], sims[order]
     bounds = np.flatnonzero(np.diff(component[a])) + 1
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(a)], strict=True):
         if hi > lo:
-            _average_linkage(a[lo:hi], b[lo:hi], sims[lo:hi], tau, labels)
-    return canonical_labels(labels)
+            _average_linkage(a[lo:hi], b[lo:hi], sims[lo:hi], tau, weights, labels)
 
 
-def _average_linkage(a: np.ndarray, b: np.ndarray, sims: np.ndarray, tau: float, labels: np.ndarray) -> None:
+def _average_linkage(a: np.ndarray, b: np.ndarray, sims: np.ndarray, tau: float, weights: np.ndarray,
+                     labels: np.ndarray) -> None:
     """Average linkage over one component's edges; writes the merged cluster's representative into ``labels``.
 
     Clusters are named by one member (the representative); ``links[c][d]`` is the sum of the pair
-    similarities between clusters c and d over the edges. Heap entries ``(distance, c, d, version_c,
-    version_d)`` are stale once c or d has changed since they were pushed."""
+    similarities between clusters c and d over the edges, each edge counted ``weights[c] · weights[d]``
+    times (a node of w identical vectors stands for w mentions). Heap entries ``(distance, c, d,
+    version_c, version_d)`` are stale once c or d has changed since they were pushed."""
     links: dict[int, dict[int, float]] = {}
     for x, y, s in zip(a.tolist(), b.tolist(), sims.tolist(), strict=True):
-        links.setdefault(x, {})[y] = s
-        links.setdefault(y, {})[x] = s
-    size = dict.fromkeys(links, 1)
+        total = s * float(weights[x] * weights[y])
+        links.setdefault(x, {})[y] = total
+        links.setdefault(y, {})[x] = total
+    size = {c: int(weights[c]) for c in links}
     version = dict.fromkeys(links, 0)
     members: dict[int, list[int]] = {c: [c] for c in links}
     heap: list[tuple[float, int, int, int, int]] = []

@@ -54,7 +54,7 @@ def cluster_vectors(mention_ids: Sequence[str], vectors: Any, groups: Mapping[st
         raise ValueError(f"{len(mention_ids)} mention ids for {len(matrix)} vectors")
     assignment: dict[str, str] = {}
     for (group, mention_type), rows in _blocks(mention_ids, groups, types).items():
-        block = matrix[rows]
+        block = matrix if len(rows) == len(matrix) else matrix[rows]  # one block: no copy
         labels = cluster_knn(block, tau, k) if scope == "corpus" else cluster_dense(block, tau)
         for row, label in zip(rows.tolist(), labels.tolist(), strict=True):
             assignment[mention_ids[row]] = safe_id(f"{group}/{mention_type}/{label}")
