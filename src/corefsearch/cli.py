@@ -327,6 +327,74 @@ def query_command(
         print_adhoc_result(result, console)
 
 
+@app.command("serve")
+@user_errors
+def serve_command(
+    index: Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")],
+    reader: ReaderOption = None,
+    dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="A dataset whose queries can be asked by id (`qid`), with the relevant hits and the gold "
+             "coreferring mentions marked.")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (other machines: 0.0.0.0, with --api-key).")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    api_key: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--api-key", envvar="COREFSEARCH_API_KEY",
+        help="Require this key in the X-API-Key header of every API call (env: COREFSEARCH_API_KEY).")] = None,
+    search_threads: Annotated[int, typer.Option(
+        help="Searches answered at a time (the thread pool of the model work); more wait their turn.")] = 2,
+    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = 100,
+    max_rerank_k: Annotated[int, typer.Option(help="Largest rerank_k a request may ask for.")] = 200,
+    max_context: Annotated[int, typer.Option(help="Longest context a request may send (characters).")] = 20_000,
+    max_body: Annotated[int, typer.Option(help="Largest request body (bytes).")] = 65_536,
+    retriever: Annotated[str, typer.Option(
+        help="bm25 | dense | hybrid, or several comma-separated (e.g. bm25,hybrid): the retrievers opened; "
+             "the first answers requests that name none.")] = "bm25",
+    query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP + "; a request may ask for another.")
+                            ] = "mention+entities",
+    rm3: Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")] = False,
+    rocchio: RocchioOption = False,
+    fields: FieldsOption = None,
+    encoder: SearchEncoderOption = None,
+    fusion: FusionOption = "rrf",
+    alpha: AlphaOption = 0.5,
+    device: DeviceOption = "auto",
+    rerank_k: RerankOption = 50,
+    backend: BackendOption = None,
+    rerank_fusion: RerankFusionOption = None,
+) -> None:
+    """Serve the search over HTTP: the API (POST /search, GET /passages/ID, /info, /health, /docs) and a page at /.
+
+    The index, spaCy and the reader are loaded once, at start-up. Stop with Ctrl-C or SIGTERM.
+    """
+    import time
+
+    from corefsearch.engine import SearchEngine
+    from corefsearch.serve.app import Limits, create_app, serve_forever
+
+    names = [name.strip() for name in retriever.split(",") if name.strip()]
+    if not names:
+        raise CorefSearchError("--retriever names no retriever")
+    limits = Limits(max_body_bytes=max_body, max_context_chars=max_context, max_k=max_k, max_rerank_k=max_rerank_k)
+    limits.validate()
+    started = time.perf_counter()
+    engine = SearchEngine.open(index, options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
+                               retrieval=_retrieval(names[0], encoder, fusion, alpha, device),
+                               reader=_reader(reader, rerank_k, device, rerank_fusion, backend), dataset=dataset,
+                               retrievers=names)
+    loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
+    err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
+                      f"{', '.join(engine.retrievers)}", markup=False, highlight=False)
+    if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
+        warnings.warn(f"--host {host} lets other machines search this index without a key: consider --api-key",
+                      stacklevel=1)
+    app_ = create_app(engine, api_key=api_key, limits=limits, threads=search_threads)
+    shown = f"[{host}]" if ":" in host else host
+    err_console.print(f"Serving on http://{shown}:{port}/ (the page; the API's documentation at /docs); "
+                      "Ctrl-C or SIGTERM stops", markup=False, highlight=False)
+    serve_forever(app_, host, port)
+
+
 @app.command("evaluate")
 @user_errors
 def evaluate_command(

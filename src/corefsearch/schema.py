@@ -283,3 +283,29 @@ class Cluster:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Hit:
+    """One retrieved passage of a query: its id and the retriever's (or reader's) score."""
+
+    passage_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    """One line of a reader's spans file ``RUN.spans.jsonl``: the span the reader marks in a
+    retrieved passage (character offsets into its text, ``end`` exclusive) and the reader's score.
+    ``corefsearch.evaluate.spans.read_spans`` reads these lines back (and checks them)."""
+
+    qid: str
+    passage_id: str
+    start: int
+    end: int
+    text: str
+    score: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"qid": self.qid, "passage_id": self.passage_id, "start": self.start, "end": self.end,
+                "text": self.text, "score": self.score}

@@ -18,8 +18,7 @@ from corefsearch.dense.indexing import (
 )
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.progress import track
-from corefsearch.schema import Query
-from corefsearch.sparse.search import Hit
+from corefsearch.schema import Hit, Query
 
 if TYPE_CHECKING:
     from corefsearch.dense.model import BiEncoder
@@ -30,12 +29,21 @@ class DenseSearcher:
 
     The encoder defaults to the one the index manifest names; another one must have the
     same passage fingerprint (the same passage encoder), or the vectors would not compare.
+
+    A :class:`corefsearch.retriever.Retriever`. The dense index stores no passage texts:
+    ``passage`` reads them from ``passages`` (set by ``open_retriever``: the Lucene index beside
+    it when that holds the same passages), else from the dataset's passages file the manifest
+    names. ``manifest``: the dense index manifest when the caller has read it already.
     """
 
+    name = "dense"
+
     def __init__(self, index: Path, encoder_ref: str | BiEncoder | None = None, device: str = "auto",
-                 query_batch_size: int = 128) -> None:
+                 query_batch_size: int = 128, manifest: dict[str, Any] | None = None,
+                 passages: Any = None) -> None:
         self.index = Path(index)
-        self.manifest = load_dense_manifest(self.index)
+        self.manifest = manifest if manifest is not None else load_dense_manifest(self.index)
+        self.passages = passages  # anything with .passage(id) -> {"id", "title", "text"}; None: the dataset file
         recorded = self.manifest["encoder"]
         folder = self.index / DENSE_DIR
         for name in (FAISS_FILE, IDS_FILE):
@@ -71,6 +79,34 @@ class DenseSearcher:
     @property
     def num_passages(self) -> int:
         return len(self.ids)
+
+    @property
+    def tag(self) -> str:
+        """The TREC run tag."""
+        return f"dense-{self.parameters['type']}"
+
+    @property
+    def passages_sha256(self) -> str | None:
+        return self.manifest.get("passages_sha256")
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's metadata records about the retriever."""
+        return {"retriever": self.name, "options": None, "dense": describe(self)}
+
+    def contains(self, passage_ids: Sequence[str]) -> set[str]:
+        """Those of ``passage_ids`` that are in the index."""
+        if not hasattr(self, "_id_set"):
+            self._id_set = set(self.ids)
+        return {pid for pid in passage_ids if pid in self._id_set}
+
+    def passage(self, passage_id: str) -> dict[str, Any]:
+        """The passage ``{"id", "title", "text"}`` (see the class's note on where the texts come from)."""
+        if self.passages is None:
+            from corefsearch.retriever import PassageFile
+
+            self.passages = PassageFile(Path(self.manifest["dataset"]) / "passages.jsonl",
+                                        self.manifest["passages_sha256"], f"the index {self.index}")
+        return self.passages.passage(passage_id)  # type: ignore[no-any-return]
 
     @property
     def parameters(self) -> dict[str, Any]:

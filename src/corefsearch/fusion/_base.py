@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from corefsearch.errors import InputError
-from corefsearch.sparse.search import Hit
+from corefsearch.schema import Hit
 
 FUSION_METHODS = ("rrf", "interpolate")
 RRF_K = 60

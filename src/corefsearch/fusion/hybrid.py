@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.errors import InputError
 from corefsearch.fusion._base import FusionOptions, fuse
 from corefsearch.progress import track
-from corefsearch.schema import Query
-from corefsearch.sparse.search import BM25Searcher, Hit
+from corefsearch.schema import Hit, Query
+from corefsearch.sparse.search import BM25Searcher
 
 
 class HybridSearcher:
-    """Fuses :class:`BM25Searcher` and :class:`DenseSearcher` results; own passages are left out of both."""
+    """Fuses :class:`BM25Searcher` and :class:`DenseSearcher` results; own passages are left out of both.
+    A :class:`corefsearch.retriever.Retriever`; its passages are the Lucene index's."""
+
+    name = "hybrid"
 
     def __init__(self, bm25: BM25Searcher, dense: DenseSearcher, fusion: FusionOptions | None = None) -> None:
         self.bm25 = bm25
@@ -39,8 +43,45 @@ class HybridSearcher:
             for query in chunk:
                 yield query, fused[query.id]
 
-    def search_one(self, query: Query, query_string: str, k: int) -> list[Hit]:
+    @property
+    def tag(self) -> str:
+        """The TREC run tag."""
+        return f"hybrid-{self.fusion.tag}-{self.bm25.tag}-{self.dense.tag}"
+
+    @property
+    def options(self) -> Any:
+        return self.bm25.options
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.bm25.manifest
+
+    @property
+    def passages_sha256(self) -> str | None:
+        return self.bm25.passages_sha256
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's metadata records about the retriever (a search adds the fusion's ``depth``)."""
+        return {"retriever": self.name, "options": self.bm25.describe()["options"],
+                "dense": self.dense.describe()["dense"], "fusion": self.fusion.to_json()}
+
+    def formulate(self, queries: Sequence[Query], query_format: str | None = None) -> list[str]:
+        return self.bm25.formulate(queries, query_format)
+
+    def passage(self, passage_id: str) -> dict[str, Any]:
+        return self.bm25.passage(passage_id)
+
+    def contains(self, passage_ids: Sequence[str]) -> set[str]:
+        return self.dense.contains(passage_ids)
+
+    def warm(self) -> None:
+        self.bm25.warm()
+
+    def search_one(self, query: Query, k: int, *, query_string: str | None = None) -> list[Hit]:
+        """One query fused to the top ``k``; ``query_string``: its BM25 string when the caller has it."""
         own = query.passage_id or None
-        sparse = self.bm25.search_one(query_string, k, exclude=own)
+        if query_string is None:
+            query_string = self.bm25.formulate([query])[0]
+        sparse = self.bm25.search_string(query_string, k, exclude=own)
         dense = self.dense.search_one(query, k)
         return fuse({query.id: dense}, {query.id: sparse}, k, self.fusion)[query.id]

@@ -19,7 +19,7 @@ from corefsearch.reader.inputs import (
     tokenize_passage,
 )
 from corefsearch.reader.model import CrossEncoderReader
-from corefsearch.schema import Query
+from corefsearch.schema import Query, SpanRecord
 from corefsearch.windows import QueryWindow, query_window
 
 EMPTY_SCORE = -1e9  # finite, so that runs and spans stay valid TREC and JSON
@@ -36,9 +36,12 @@ class ReaderHit:
     end: int
     text: str
 
+    def span_record(self, qid: str) -> SpanRecord:
+        """The line of the spans file (``RUN.spans.jsonl``) for this hit of query ``qid``."""
+        return SpanRecord(qid, self.passage_id, self.start, self.end, self.text, self.score)
+
     def to_json(self, qid: str) -> dict[str, Any]:
-        return {"qid": qid, "passage_id": self.passage_id, "start": self.start, "end": self.end,
-                "text": self.text, "score": self.score}
+        return self.span_record(qid).to_json()
 
 
 class Reader:

@@ -347,9 +347,9 @@ def evaluate_dev(reader: Reader, data: _Data, depth: int) -> dict[str, float]:
     score alone (``MRR@10``), and fused with the run's ranks by RRF as ``search --rerank-fusion
     rrf`` does (``MRR@10 rrf``; the same reader scores)."""
     from corefsearch.evaluate import evaluate_run
-    from corefsearch.pipeline import order_reranked
     from corefsearch.progress import track
-    from corefsearch.sparse.search import Hit
+    from corefsearch.reader.rerank import order_reranked
+    from corefsearch.schema import Hit
 
     run, fused = {}, {}
     for query in track(data.dev, "Dev re-ranking"):

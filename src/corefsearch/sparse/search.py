@@ -24,14 +24,14 @@ import json
 import math
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from corefsearch.errors import InputError
-from corefsearch.io import RunRow
 from corefsearch.progress import track
-from corefsearch.schema import Query
+from corefsearch.run_writer import run_rows  # noqa: F401  (re-exported: it used to live here)
+from corefsearch.schema import Hit, Query  # Hit: re-exported here, where it used to live
 from corefsearch.sparse.formulation import QUERY_FORMATS, formulate
 from corefsearch.sparse.index import FIELDS, FIELDS_DIR, LUCENE_DIR, load_lucene_manifest, require_fields
 
@@ -129,25 +129,27 @@ class BM25Options:
         return args
 
 
-@dataclass
-class Hit:
-    passage_id: str
-    score: float
-
-
 def _one_line(text: str) -> str:
     """A query string fit for Anserini's tab-separated topics file."""
     return " ".join(text.split())
 
 
 class BM25Searcher:
-    """BM25 over ``INDEX/lucene``; every query's own passage is left out of its results."""
+    """BM25 over ``INDEX/lucene``; every query's own passage is left out of its results.
 
-    def __init__(self, index: Path, options: BM25Options | None = None) -> None:
+    A :class:`corefsearch.retriever.Retriever` (``search``, ``search_one``, ``passage``,
+    ``describe``); ``manifest``: the Lucene index manifest when the caller has read it already
+    (``open_retriever`` reads each manifest once).
+    """
+
+    name = "bm25"
+
+    def __init__(self, index: Path, options: BM25Options | None = None,
+                 manifest: dict[str, Any] | None = None) -> None:
         from corefsearch.sparse.java import ensure_java
 
         self.index = Path(index)
-        self.manifest = load_lucene_manifest(self.index)
+        self.manifest = manifest if manifest is not None else load_lucene_manifest(self.index)
         self.index_dir = self.index / LUCENE_DIR / "index"
         self.options = options or BM25Options()
         self.options.validate()
@@ -215,7 +217,35 @@ class BM25Searcher:
     def num_passages(self) -> int:
         return int(self._simple_searcher().get_total_num_docs())
 
-    def search_one(self, query_string: str, k: int, exclude: str | None = None) -> list[Hit]:
+    @property
+    def tag(self) -> str:
+        """The TREC run tag."""
+        return self.options.tag
+
+    @property
+    def passages_sha256(self) -> str | None:
+        return self.manifest.get("passages_sha256")
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's metadata records about the retriever."""
+        return {"retriever": self.name, "options": asdict(self.options)}
+
+    def warm(self) -> None:
+        """Open the Lucene searcher now rather than at the first query."""
+        self._simple_searcher()
+
+    def search_one(self, query: Query | str, k: int, exclude: str | None = None, *,
+                   query_string: str | None = None) -> list[Hit]:
+        """The top ``k`` passages of one query, its own passage left out. ``query``: a :class:`Query`
+        (formulated under the searcher's query format, or searched as ``query_string`` when given),
+        or a BM25 query string itself (then ``exclude`` names the passage to leave out)."""
+        if isinstance(query, Query):
+            exclude = exclude if exclude is not None else (query.passage_id or None)
+            query = query_string if query_string is not None else self.formulate([query])[0]
+        return self.search_string(query, k, exclude)
+
+    def search_string(self, query_string: str, k: int, exclude: str | None = None) -> list[Hit]:
+        """The top ``k`` passages of a BM25 query string; the passage ``exclude`` left out."""
         if k < 1:
             raise InputError(f"--k must be at least 1, got {k}")
         searcher = self._simple_searcher()
@@ -266,9 +296,12 @@ class BM25Searcher:
             strings.append(found[query.passage_id])
         return strings
 
-    def formulate(self, queries: Sequence[Query]) -> list[str]:
-        """The BM25 query string of each query under this searcher's query format."""
-        return formulate(queries, self.options.query_format, documents=self.query_documents)
+    def formulate(self, queries: Sequence[Query], query_format: str | None = None) -> list[str]:
+        """The BM25 query string of each query under this searcher's query format (or ``query_format``)."""
+        query_format = query_format or self.options.query_format
+        if query_format == "document" and self.options.query_format != "document":
+            require_fields(self.index, self.manifest, ["document"], "--query-format document")
+        return formulate(queries, query_format, documents=self.query_documents)
 
     def search_batch(self, query_strings: Sequence[str], qids: Sequence[str], k: int,
                      exclude: Sequence[str | None]) -> dict[str, list[Hit]]:
@@ -337,8 +370,3 @@ def warn_long_queries(strings: Sequence[str], qids: Sequence[str]) -> int:
                       "with all their terms (slower; Pyserini's own searchers would refuse them)", stacklevel=3)
     return len(long)
 
-
-def run_rows(results: Iterator[tuple[Query, list[Hit]]], tag: str) -> Iterator[RunRow]:
-    for query, hits in results:
-        for rank, hit in enumerate(hits, start=1):
-            yield RunRow(query.id, hit.passage_id, rank, hit.score, tag)

@@ -1,0 +1,88 @@
+"""Re-ranking with a reader: ``--reader MODEL_DIR --rerank-k N`` re-ranks a retriever's top N
+passages of each query (by the reader's score, or by reciprocal rank fusion of the reader's and
+the retriever's ranks) and marks the coreferring span in each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corefsearch.errors import InputError
+from corefsearch.schema import Hit, Query
+
+RERANK_FUSIONS = ("reader", "rrf")
+
+
+@dataclass
+class ReaderOptions:
+    """``--reader MODEL_DIR --rerank-k N``: re-rank the top N retrieved passages and mark spans."""
+
+    model: Path
+    rerank_k: int = 50
+    # windows per forward pass at most (None or 0: no cap); a query's windows are read in length
+    # buckets either way (Reader, reader/inputs.length_buckets)
+    batch_size: int | None = None
+    backend: str = "torch"  # the encoder's runtime: torch | onnx | onnx-int8 (MODEL_DIR/onnx/, export-onnx)
+    threads: int | None = None  # ONNX Runtime intra-op threads (default: torch's)
+    device: str = "auto"
+    # reader: the reader's order; rrf: reciprocal rank fusion with the retriever's; None: the fusion
+    # `train reader` recorded in the reader's folder (corefsearch_reader.json), see fusion_for
+    fusion: str | None = None
+
+    def validate(self) -> None:
+        if self.rerank_k < 1:
+            raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        from corefsearch.dense.encoder import check_device
+
+        check_device(self.device)
+        if self.fusion is not None and self.fusion not in RERANK_FUSIONS:
+            raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
+        if self.batch_size is not None and self.batch_size < 0:
+            raise InputError(f"reader batch size must be at least 1 (0: no cap), got {self.batch_size}")
+        from corefsearch.dense.encoder import check_model_folder
+        from corefsearch.onnx_backend import check_backend_device, check_onnx_export
+        from corefsearch.reader.model import READER_CONFIG
+
+        check_backend_device(self.backend, self.device)
+        check_model_folder(Path(self.model), "--reader")
+        if self.backend != "torch" and (Path(self.model) / READER_CONFIG).is_file():  # else: "not a reader"
+            check_onnx_export(Path(self.model), self.backend)
+
+    def load(self) -> Any:
+        from corefsearch.reader.read import Reader
+
+        return Reader.load(Path(self.model), self.device, self.batch_size, self.backend, self.threads)
+
+    def fusion_for(self, loaded: Any) -> tuple[str, bool]:
+        """The fusion to re-rank with and whether it comes from the reader's folder: ``--rerank-fusion``
+        when given, else the one ``train reader`` recorded (the better on dev; ``reader`` in a
+        folder written before it was recorded)."""
+        if self.fusion is not None:
+            return self.fusion, False
+        return loaded.config.fusion, True
+
+
+def rerank_hits(reader: Any, query: Query, hits: list[Any], texts: dict[str, dict[str, Any]],
+                rerank_k: int, fusion: str = "reader") -> tuple[list[Any], list[Any]]:
+    """The top ``rerank_k`` hits re-ranked, then the rest in the retriever's order with scores
+    below them (a TREC run is ordered by score); and the reader's hits (with their spans).
+    ``fusion="reader"`` orders the re-ranked hits by the reader's score; ``"rrf"`` by reciprocal
+    rank fusion of the reader's and the retriever's ranks (the retriever keeps a say)."""
+    head = hits[:rerank_k]
+    read = reader.read(query, [(h.passage_id, texts[h.passage_id]["text"]) for h in head])
+    return order_reranked(read, hits, rerank_k, fusion), read
+
+
+def order_reranked(read: list[Any], hits: list[Any], rerank_k: int, fusion: str = "reader") -> list[Any]:
+    """A query's final ranking from the reader's hits of its top ``rerank_k`` and the retriever's ``hits``."""
+    if fusion == "rrf":
+        from corefsearch.fusion import reciprocal_rank_fusion
+
+        reader_ranking = {"q": [Hit(r.passage_id, r.score) for r in read]}
+        retriever_ranking = {"q": list(hits[:rerank_k])}
+        ranked = reciprocal_rank_fusion([reader_ranking, retriever_ranking], k=len(read))["q"]
+    else:
+        ranked = [Hit(r.passage_id, r.score) for r in read]
+    floor = min((h.score for h in ranked), default=0.0)
+    return ranked + [Hit(h.passage_id, floor - 1.0 - i) for i, h in enumerate(hits[rerank_k:])]

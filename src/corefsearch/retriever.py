@@ -1,0 +1,306 @@
+"""One retriever interface for BM25, dense and hybrid search, opened once from an INDEX.
+
+:class:`Retriever` is what :class:`~corefsearch.sparse.search.BM25Searcher`,
+:class:`~corefsearch.dense.search.DenseSearcher` and :class:`~corefsearch.fusion.hybrid.HybridSearcher`
+have in common: ``search(queries, k)``, ``search_one(query, k)`` (the query's own passage left
+out), ``passage(id)``, ``describe()`` (what a run's ``.meta.json`` records), ``name`` and
+``tag`` (the TREC run tag). :func:`open_retriever` reads and checks the index manifests once
+(:class:`IndexManifests`) and hands them to the searchers, which then do not read them again.
+``corefsearch search``, ``query`` and ``serve`` all open their retrievers here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.fusion import FusionOptions
+from corefsearch.schema import Hit, Query
+
+if TYPE_CHECKING:
+    from corefsearch.sparse.search import BM25Options
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+
+
+@dataclass
+class RetrievalOptions:
+    """Which retriever answers (``bm25``, ``dense`` or ``hybrid``) and the dense and fusion settings."""
+
+    retriever: str = "bm25"
+    encoder: str | None = None  # default: the encoder the dense index was built with
+    device: str = "auto"
+    fusion: FusionOptions = field(default_factory=FusionOptions)
+
+    def validate(self) -> None:
+        check_retriever_name(self.retriever)
+        self.fusion.validate()
+        if self.uses_dense:
+            from corefsearch.dense.encoder import check_device
+
+            check_device(self.device)
+
+    @property
+    def uses_bm25(self) -> bool:
+        return uses_bm25(self.retriever)
+
+    @property
+    def uses_dense(self) -> bool:
+        return uses_dense(self.retriever)
+
+
+def check_retriever_name(name: str) -> None:
+    if name not in RETRIEVERS:
+        raise InputError(f"--retriever must be one of {', '.join(RETRIEVERS)}, got {name!r}")
+
+
+def uses_bm25(name: str) -> bool:
+    return name in ("bm25", "hybrid")
+
+
+def uses_dense(name: str) -> bool:
+    return name in ("dense", "hybrid")
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """What every retriever offers. ``search_one`` and ``search`` leave each query's own passage
+    (``Query.passage_id``, when it has one) out of its results; BM25 and hybrid also take the
+    keyword ``query_string=`` in ``search_one`` (the BM25 string, when the caller formulated it)."""
+
+    name: str  # "bm25" | "dense" | "hybrid"
+
+    @property
+    def tag(self) -> str:  # the TREC run tag
+        ...
+
+    def search(self, queries: Sequence[Query], k: int) -> Iterator[tuple[Query, list[Hit]]]: ...
+
+    def search_one(self, query: Query, k: int) -> list[Hit]: ...
+
+    def passage(self, passage_id: str) -> dict[str, Any]: ...  # {"id", "title", "text"}
+
+    def describe(self) -> dict[str, Any]: ...  # what RUN.meta.json records about the retriever
+
+
+# --- the index manifests, read and checked once --------------------------------------------------
+
+
+@dataclass
+class IndexManifests:
+    """The manifests of ``INDEX/lucene`` and ``INDEX/dense`` that a set of retrievers needs, read once."""
+
+    index: Path
+    lucene: dict[str, Any] | None = None
+    dense: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, index: Path, names: Sequence[str]) -> IndexManifests:
+        """Fail before any work when an index one of the retrievers ``names`` needs is missing (and
+        say what to run); a hybrid retriever names both indexes it needs."""
+        from corefsearch.dense.indexing import load_dense_manifest
+        from corefsearch.sparse.index import load_lucene_manifest
+
+        manifests = cls(Path(index))
+        for name in names:
+            needed = [("lucene", load_lucene_manifest, uses_bm25(name)), ("dense", load_dense_manifest,
+                                                                            uses_dense(name))]
+            for kind, load, wanted in needed:
+                if not wanted or getattr(manifests, kind) is not None:
+                    continue
+                try:
+                    setattr(manifests, kind, load(index))
+                except MissingArtefactError as err:
+                    if name != "hybrid":
+                        raise
+                    raise MissingArtefactError(f"--retriever hybrid needs a Lucene and a dense index in {index}: "
+                                               f"{err}") from None
+        return manifests
+
+    def check_dataset(self, dataset_dir: Path) -> None:
+        """Fail clearly when an index was built from other passages than the dataset's (gold offsets
+        and query passages are the dataset's: the index must hold the same)."""
+        from corefsearch.datasets.dataset import check_built_from
+
+        if self.lucene is not None:
+            check_built_from(dataset_dir, self.lucene.get("passages_sha256"), f"the index {self.index}",
+                             f"corefsearch index {dataset_dir} --out {self.index} --overwrite")
+        if self.dense is not None:
+            check_built_from(dataset_dir, self.dense.get("passages_sha256"), f"the dense index {self.index}",
+                             f"corefsearch index {dataset_dir} --dense --encoder "
+                             f"{self.dense['encoder']['reference']} --out {self.index} --overwrite")
+
+
+# --- passage texts where no Lucene index stores them ---------------------------------------------
+
+
+class PassageFile:
+    """Passages of a dataset's ``passages.jsonl`` by id, and the passages of each document in order.
+
+    The file is read once (at the first lookup), checked against ``checksum`` (the one the index
+    recorded), and the byte offset of each passage kept; a lookup then reads one line. The file
+    is read again (and checked again) when its size or modification time changes. Written by
+    hand: no library keeps a byte-offset index of a JSONL file.
+    """
+
+    def __init__(self, path: Path, checksum: str | None, what: str, missing: str | None = None,
+                 changed: str | None = None) -> None:
+        self.path = Path(path)
+        self.checksum = checksum
+        self.what = what  # e.g. "the index INDEX": the passages' owner, for the messages
+        self.missing = missing or (f"the dense index stores no passage texts and its dataset's {self.path} is gone; "
+                                   "build the Lucene index beside it (`corefsearch index DATASET --out INDEX`) "
+                                   "to show them")
+        self.changed = changed or (f"{self.path} changed since the dense index was built; "
+                                   "rebuild the index (--overwrite)")
+        self._stat: tuple[int, int] | None = None
+        self._offsets: dict[str, int] = {}
+        self._document_of: dict[str, int] = {}
+        self._documents: list[tuple[str, list[int]]] = []
+
+    def _scan(self) -> None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            raise MissingArtefactError(self.missing) from None
+        if self._stat == (stat.st_size, stat.st_mtime_ns):
+            return
+        offsets: dict[str, int] = {}
+        document_of: dict[str, int] = {}
+        documents: list[tuple[str, list[int]]] = []
+        where: dict[str, int] = {}
+        digest = hashlib.sha256()
+        offset = 0
+        with self.path.open("rb") as handle:
+            for line in handle:
+                digest.update(line)
+                if line.strip():
+                    try:
+                        record = json.loads(line)
+                        passage_id, doc_id = str(record["id"]), str(record.get("doc_id", record["id"]))
+                    except (ValueError, KeyError, TypeError):
+                        passage_id = doc_id = ""
+                    if passage_id:
+                        offsets[passage_id] = offset
+                        if doc_id not in where:
+                            where[doc_id] = len(documents)
+                            documents.append((doc_id, []))
+                        document_of[passage_id] = where[doc_id]
+                        documents[where[doc_id]][1].append(offset)
+                offset += len(line)
+        if self.checksum is not None and digest.hexdigest() != self.checksum:
+            raise InputError(self.changed)
+        self._offsets, self._document_of, self._documents = offsets, document_of, documents
+        self._stat = (stat.st_size, stat.st_mtime_ns)
+
+    def _read(self, offsets: Sequence[int]) -> list[dict[str, Any]]:
+        records = []
+        with self.path.open("rb") as handle:
+            for offset in offsets:
+                handle.seek(offset)
+                record = json.loads(handle.readline())
+                records.append({"id": str(record["id"]), "title": record.get("title", ""),
+                                "text": record.get("text", ""), "doc_id": str(record.get("doc_id", record["id"]))})
+        return records
+
+    def __contains__(self, passage_id: str) -> bool:
+        self._scan()
+        return passage_id in self._offsets
+
+    def passage(self, passage_id: str) -> dict[str, Any]:
+        """``{"id", "title", "text"}``; an unknown id is an ``InputError``."""
+        self._scan()
+        if passage_id not in self._offsets:
+            raise InputError(f"passage {passage_id} is not in {self.what}")
+        record = self._read([self._offsets[passage_id]])[0]
+        return {"id": record["id"], "title": record["title"], "text": record["text"]}
+
+    def document(self, passage_id: str) -> tuple[str, list[dict[str, Any]]]:
+        """The document id of a passage and every passage of that document, in order
+        (``{"id", "title", "text", "doc_id"}`` each)."""
+        self._scan()
+        if passage_id not in self._document_of:
+            raise InputError(f"passage {passage_id} is not in {self.what}")
+        doc_id, offsets = self._documents[self._document_of[passage_id]]
+        return doc_id, self._read(offsets)
+
+
+class _LucenePassages:
+    """The stored passages of the Lucene index beside a dense one (the JVM started at the first lookup)."""
+
+    def __init__(self, index: Path, manifest: dict[str, Any]) -> None:
+        self.index = index
+        self.manifest = manifest
+        self._searcher: Any = None
+
+    def passage(self, passage_id: str) -> dict[str, Any]:
+        if self._searcher is None:
+            from corefsearch.sparse.search import BM25Searcher
+
+            self._searcher = BM25Searcher(self.index, manifest=self.manifest)
+        return self._searcher.passage(passage_id)  # type: ignore[no-any-return]
+
+
+def _dense_passages(index: Path, dense_manifest: dict[str, Any], lucene_manifest: dict[str, Any] | None,
+                    bm25: Any) -> Any:
+    """Where a dense retriever's passage texts come from: the Lucene index beside it when that
+    holds the same passages (it stores them), else the dataset's passages file (``None``)."""
+    from corefsearch.sparse.index import LUCENE_DIR, load_lucene_manifest
+
+    if lucene_manifest is None and (Path(index) / LUCENE_DIR / "manifest.json").exists():
+        lucene_manifest = load_lucene_manifest(index)
+    if lucene_manifest is None or lucene_manifest.get("passages_sha256") != dense_manifest.get("passages_sha256"):
+        return None
+    return bm25 if bm25 is not None else _LucenePassages(Path(index), lucene_manifest)
+
+
+# --- opening ---------------------------------------------------------------------------------------
+
+
+def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
+                    names: Sequence[str] | None = None,
+                    manifests: IndexManifests | None = None) -> dict[str, Retriever]:
+    """The retrievers ``names`` (default: ``retrieval.retriever``) of ``index``, in that order,
+    sharing one BM25 searcher and one dense searcher (one encoder loaded) among them; the
+    manifests are read once (or taken from ``manifests``)."""
+    from corefsearch.sparse.search import BM25Options, BM25Searcher
+
+    options = options or BM25Options()
+    retrieval = retrieval or RetrievalOptions()
+    names = list(dict.fromkeys(names or [retrieval.retriever]))
+    for name in names:
+        replace(retrieval, retriever=name).validate()
+    options.validate()
+    manifests = manifests or IndexManifests.load(index, names)
+    bm25 = dense = None
+    if any(uses_dense(name) for name in names):
+        from corefsearch.dense.search import DenseSearcher
+
+        assert manifests.dense is not None  # IndexManifests.load read it
+        dense = DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifests.dense)
+    if any(uses_bm25(name) for name in names):
+        bm25 = BM25Searcher(index, options, manifest=manifests.lucene)
+    if dense is not None:
+        dense.passages = _dense_passages(index, manifests.dense, manifests.lucene, bm25)  # type: ignore[arg-type]
+    opened: dict[str, Retriever] = {}
+    for name in names:
+        if name == "hybrid":
+            from corefsearch.fusion.hybrid import HybridSearcher
+
+            opened[name] = HybridSearcher(bm25, dense, retrieval.fusion)  # type: ignore[arg-type]
+        else:
+            opened[name] = bm25 if name == "bm25" else dense  # type: ignore[assignment]
+    return opened
+
+
+def open_retriever(index: Path, options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
+                   manifests: IndexManifests | None = None) -> Retriever:
+    """The retriever ``retrieval.retriever`` (default ``bm25``) of ``index``, its manifests read and
+    checked once (a missing index is a ``MissingArtefactError`` saying what to build)."""
+    retrieval = retrieval or RetrievalOptions()
+    return open_retrievers(index, options, retrieval, [retrieval.retriever], manifests)[retrieval.retriever]

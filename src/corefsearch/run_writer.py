@@ -1,0 +1,91 @@
+"""What ``corefsearch search`` writes, in one place: the TREC run ``RUN`` (through
+:func:`corefsearch.io.write_run`, which holds the TREC format), its options and versions
+``RUN.meta.json``, the reader's spans ``RUN.spans.jsonl`` (one :class:`~corefsearch.schema.SpanRecord`
+a line) and, on request, the BM25 query strings as a Pyserini topics TSV. The README's "File
+formats" section describes each file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corefsearch import __version__
+from corefsearch.errors import InputError
+from corefsearch.io import RunRow, atomic_file, write_jsonl, write_run
+from corefsearch.schema import Hit, Query, SpanRecord
+
+RUN_KIND = "corefsearch-run"
+
+
+def spans_path_for(run_path: Path) -> Path:
+    """Where a run's spans go by default: ``RUN.spans.jsonl`` beside ``RUN``."""
+    return Path(run_path).with_name(Path(run_path).name + ".spans.jsonl")
+
+
+def run_metadata_path(run_path: Path) -> Path:
+    """Where a run's options and versions are kept: ``RUN.meta.json`` beside ``RUN``."""
+    return Path(run_path).with_name(Path(run_path).name + ".meta.json")
+
+
+def write_run_metadata(path: Path, fields: dict[str, Any]) -> None:
+    record = {"kind": RUN_KIND, "corefsearch_version": __version__,
+              "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **fields}
+    with atomic_file(path) as handle:
+        json.dump(record, handle, indent=2)
+        handle.write("\n")
+
+
+def run_rows(results: Iterable[tuple[Query, list[Hit]]], tag: str) -> Iterator[RunRow]:
+    """The TREC run rows of each query's hits, ranked in the given order."""
+    for query, hits in results:
+        for rank, hit in enumerate(hits, start=1):
+            yield RunRow(query.id, hit.passage_id, rank, hit.score, tag)
+
+
+def save_topics_file(path: Path, queries: list[Query], strings: list[str]) -> int:
+    """Write the BM25 query ``strings`` of the ``queries`` as a Pyserini/Anserini topics TSV
+    (``qid<TAB>query``, whitespace folded to single spaces, as corefsearch hands them to
+    Anserini), so that ``python -m pyserini.search.lucene --topics FILE.tsv --bm25`` searches
+    with the same strings. Returns the number of topics written."""
+    from corefsearch.sparse.search import _one_line
+
+    rows = 0
+    with atomic_file(Path(path)) as handle:
+        for query, string in zip(queries, strings, strict=True):
+            if "\t" in query.id or "\n" in query.id:
+                raise InputError(f"query id {query.id!r} holds a tab or line break: it cannot go in a topics TSV")
+            handle.write(f"{query.id}\t{_one_line(string)}\n")
+            rows += 1
+    return rows
+
+
+@dataclass
+class RunWriter:
+    """The files of one run: ``out`` (the TREC run), ``OUT.meta.json`` and, with a reader, the
+    spans (``spans_out``, default ``OUT.spans.jsonl``). The spans are written before the run, so
+    a run made with a reader always has its spans."""
+
+    out: Path
+    spans_out: Path | None = None
+
+    @property
+    def spans_path(self) -> Path:
+        return Path(self.spans_out) if self.spans_out is not None else spans_path_for(self.out)
+
+    @property
+    def metadata_path(self) -> Path:
+        return run_metadata_path(self.out)
+
+    def write_spans(self, records: Iterable[SpanRecord]) -> int:
+        return write_jsonl(self.spans_path, (record.to_json() for record in records))
+
+    def write_run(self, results: Iterable[tuple[Query, list[Hit]]], tag: str) -> int:
+        """Write the run atomically; returns its number of lines."""
+        return write_run(self.out, run_rows(results, tag))
+
+    def write_metadata(self, fields: dict[str, Any]) -> None:
+        write_run_metadata(self.metadata_path, fields)

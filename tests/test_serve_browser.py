@@ -1,0 +1,236 @@
+"""The page of `corefsearch serve` in a real browser: Debian's chromium, headless, driven by
+selenium through chromium-driver, against a real uvicorn server (in a thread, on a free port)
+over the ECB+ subset with a tiny random reader and the subset dataset.
+
+The mention is selected with the mouse (a double-click on it in the passage), the search is run
+from the page, and the hit list, the matched terms and the reader's spans on the page are checked
+against the API's answer; then a hit opens in its document, and a dataset query opened by id shows
+its relevant hits and gold mentions. A screenshot of the page goes to the test's temporary folder
+(and, with COREFSEARCH_SCREENSHOT=PATH, also to PATH).
+
+chromium and chromedriver must be installed (`apt-get install chromium chromium-driver`; `.ci/run`
+installs them): without them the test fails, saying so. COREFSEARCH_SKIP_BROWSER=1 skips it
+instead, for a machine without a browser (never set in CI)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from serve_helpers import ServerThread, query_with_a_relevant_hit, subset_query, tiny_bert, tiny_reader
+
+from corefsearch.engine import SearchEngine
+from corefsearch.reader.rerank import ReaderOptions
+from corefsearch.retriever import RetrievalOptions
+from corefsearch.serve.app import create_app
+from corefsearch.sparse.search import BM25Options
+
+pytestmark = pytest.mark.java
+RERANK_K = 5
+WAIT = 60  # seconds: a search on a busy 2-core machine, with the reader
+
+# Where each mark class covers the text of each hit (or of the elements matching `selector`), as
+# [start, end) ranges of characters, adjacent pieces merged: what the page highlighted.
+MARKED_RANGES = """
+const [selector, classes] = arguments;
+return [...document.querySelectorAll(selector)].map((block) => {
+  const found = Object.fromEntries(classes.map((name) => [name, []]));
+  let offset = 0;
+  for (const node of block.childNodes) {
+    const length = node.textContent.length;
+    for (const name of classes) {
+      if (node.nodeType === 1 && node.classList.contains(name)) {
+        const ranges = found[name];
+        const last = ranges[ranges.length - 1];
+        if (last && last[1] === offset) last[1] = offset + length;
+        else ranges.push([offset, offset + length]);
+      }
+    }
+    offset += length;
+  }
+  return {id: block.dataset.passageId, text: block.textContent, marks: found};
+});
+"""
+
+# The centre of characters [start, end) of a textarea, relative to the textarea's centre (a
+# mirror element laid out like the textarea tells where the characters are drawn).
+CHARACTERS_AT = """
+const [area, start, end] = arguments;
+const style = getComputedStyle(area);
+const mirror = document.createElement("div");
+for (const name of ["boxSizing", "width", "paddingTop", "paddingRight", "paddingBottom", "paddingLeft",
+                    "borderTopWidth", "borderRightWidth", "borderBottomWidth", "borderLeftWidth", "borderStyle",
+                    "fontFamily", "fontSize", "fontWeight", "fontStyle", "letterSpacing", "lineHeight",
+                    "textTransform", "wordSpacing", "textIndent", "tabSize"]) {
+  mirror.style[name] = style[name];
+}
+Object.assign(mirror.style, {position: "absolute", visibility: "hidden", whiteSpace: "pre-wrap",
+                             overflowWrap: "break-word", top: "0px", left: "0px"});
+const mark = document.createElement("span");
+mark.textContent = area.value.slice(start, end);
+mirror.append(area.value.slice(0, start), mark, area.value.slice(end));
+document.body.appendChild(mirror);
+const box = mark.getBoundingClientRect(), origin = mirror.getBoundingClientRect();
+const area_box = area.getBoundingClientRect();
+mirror.remove();
+return {x: box.left - origin.left + box.width / 2 - area.scrollLeft - area_box.width / 2,
+        y: box.top - origin.top + box.height / 2 - area.scrollTop - area_box.height / 2};
+"""
+
+
+def merged(ranges: list[list[int]]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if out and out[-1][1] >= start:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        missing = " and ".join(name for name, path in (("chromium", chromium), ("chromedriver", driver_path))
+                               if path is None)
+        if os.environ.get("COREFSEARCH_SKIP_BROWSER") == "1":
+            pytest.skip(f"{missing} not installed and COREFSEARCH_SKIP_BROWSER=1")
+        pytest.fail(f"the browser test needs {missing}: `apt-get install chromium chromium-driver` (.ci/run "
+                    "installs them), or set COREFSEARCH_SKIP_BROWSER=1 to skip it on this machine")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1400,1200", "--lang=en-US"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    driver.set_page_load_timeout(WAIT)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def engine(subset_index: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
+    root = tmp_path_factory.mktemp("browser-models")
+    reader = tiny_reader(tiny_bert(subset_dataset, root / "bert"), root / "reader")
+    return SearchEngine.open(subset_index, BM25Options(query_format="mention+entities"),
+                             RetrievalOptions("bm25", device="cpu"), ReaderOptions(reader, RERANK_K, device="cpu"),
+                             dataset=subset_dataset)
+
+
+@pytest.fixture(scope="module")
+def server(engine: SearchEngine) -> Iterator[str]:
+    running = ServerThread(create_app(engine, threads=2)).start()
+    yield running.url
+    running.stop()
+
+
+def marked(driver: Any, selector: str) -> list[dict[str, Any]]:
+    return driver.execute_script(MARKED_RANGES, selector, ["term", "span", "gold"])
+
+
+def wait_for_text(driver: Any, element_id: str, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(lambda d: text in d.find_element(By.ID, element_id).text,
+                                      f"#{element_id} never showed {text!r}")
+
+
+def test_select_a_mention_with_the_mouse_search_and_read_the_hits(browser: Any, server: str, engine: SearchEngine,
+                                                                   subset_dataset: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server)
+    wait_for_text(browser, "server-info", "retrievers bm25")
+    assert "reader" in browser.find_element(By.ID, "server-info").text
+    assert browser.find_element(By.ID, "dataset-row").is_displayed()
+
+    # Paste a passage, then double-click its mention: the page takes the selection as the mention.
+    query = subset_query(subset_dataset)
+    area = browser.find_element(By.ID, "context")
+    area.send_keys(query.text)
+    assert area.get_attribute("value") == query.text
+    where = browser.execute_script(CHARACTERS_AT, area, query.start, query.end)
+    ActionChains(browser).move_to_element_with_offset(area, round(where["x"]), round(where["y"])).double_click(
+    ).perform()
+    assert browser.find_element(By.ID, "mention").get_attribute("value") == query.mention
+    assert browser.find_element(By.ID, "mention-where").text == f"characters {query.start}–{query.end} (selected)"
+    assert [mark.text for mark in browser.find_elements(By.CSS_SELECTOR, "#context-preview .mention")] == [
+        query.mention]
+
+    k = browser.find_element(By.ID, "k")
+    k.clear()
+    k.send_keys("8")
+    browser.find_element(By.ID, "search").click()
+    wait_for_text(browser, "summary", "8 hits")
+
+    # The hits on the page are the API's answer to the same question, with its highlights.
+    expected = httpx.post(f"{server}search", json={"context": query.text, "start": query.start, "end": query.end,
+                                                  "k": 8}, timeout=WAIT).json()
+    shown = marked(browser, "#hits li.hit .hit-text")
+    items = browser.find_elements(By.CSS_SELECTOR, "#hits li.hit")
+    assert [item.get_attribute("data-passage-id") for item in items] == [h["passage_id"] for h in expected["hits"]]
+    assert [block["text"] for block in shown] == [hit["text"] for hit in expected["hits"]]
+    for block, hit in zip(shown, expected["hits"], strict=True):
+        assert block["marks"]["term"] == merged(hit["matched"])
+        assert block["marks"]["span"] == ([[hit["span"]["start"], hit["span"]["end"]]] if "span" in hit else [])
+    assert sum(1 for hit in expected["hits"] if "span" in hit) == RERANK_K
+    assert any(block["marks"]["term"] for block in shown)
+    pieces = items[0].find_elements(By.CSS_SELECTOR, ".hit-text .span")  # cut where matched terms overlap it
+    assert "".join(piece.get_attribute("textContent") for piece in pieces) == expected["hits"][0]["span"]["text"]
+    assert pieces[0].value_of_css_property("background-color") == "rgba(255, 217, 94, 1)"  # the span's yellow
+
+    # A hit opens in its document, the hit's passage marked there.
+    hit = expected["hits"][1]
+    items[1].find_element(By.CSS_SELECTOR, "button.open-document").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "document").is_displayed())
+    document = httpx.get(f"{server}passages/{hit['passage_id']}", timeout=WAIT).json()["document"]
+    blocks = browser.find_elements(By.CSS_SELECTOR, "#document-passages .doc-passage")
+    assert [block.get_attribute("data-passage-id") for block in blocks] == [part["id"] for part in document]
+    current = browser.find_element(By.CSS_SELECTOR, "#document-passages .doc-passage.current")
+    assert current.get_attribute("data-passage-id") == hit["passage_id"] and current.text == hit["text"]
+
+    # A dataset query by id: its passage and mention fill the question, relevant hits and gold mentions are marked.
+    found = query_with_a_relevant_hit(engine, subset_dataset, RERANK_K)
+    browser.find_element(By.ID, "qid").send_keys(found.id)
+    browser.find_element(By.ID, "open-query").click()
+    wait_for_text(browser, "summary", f"(query {found.id})")
+    assert browser.find_element(By.ID, "context").get_attribute("value") == found.text
+    assert browser.find_element(By.ID, "mention").get_attribute("value") == found.mention
+    answer = httpx.post(f"{server}search", json={"qid": found.id, "k": 8}, timeout=WAIT).json()
+    items = browser.find_elements(By.CSS_SELECTOR, "#hits li.hit")
+    assert [("relevant" in item.get_attribute("class").split()) for item in items] == [
+        h["relevant"] for h in answer["hits"]]
+    shown = marked(browser, "#hits li.hit .hit-text")
+    for block, hit in zip(shown, answer["hits"], strict=True):
+        assert block["marks"]["gold"] == merged([[g["start"], g["end"]] for g in hit["gold_mentions"]])
+    assert any(block["marks"]["gold"] for block in shown)
+
+    # A question the server refuses shows its message on the page.
+    mention = browser.find_element(By.ID, "mention")
+    mention.clear()
+    mention.send_keys("no such words here")
+    browser.find_element(By.ID, "search").click()
+    wait_for_text(browser, "error", "does not occur in the context")
+
+    browser.find_element(By.ID, "mention").clear()
+    browser.execute_script("window.scrollTo(0, 0)")
+    # Back to the dataset query's answer for the picture.
+    browser.find_element(By.ID, "open-query").click()
+    wait_for_text(browser, "summary", f"(query {found.id})")
+    screenshot = tmp_path / "page.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+    if os.environ.get("COREFSEARCH_SCREENSHOT"):
+        shutil.copyfile(screenshot, os.environ["COREFSEARCH_SCREENSHOT"])
