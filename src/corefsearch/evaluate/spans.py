@@ -25,7 +25,7 @@ from typing import Any
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io import read_jsonl
-from corefsearch.schema import SPLITS, Passage, Query
+from corefsearch.schema import SPLITS, Passage, Query, SpanRecord
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -43,16 +43,11 @@ _EXAMPLES = 5  # how many ids a warning names
 
 
 @dataclass(frozen=True)
-class SpanPrediction:
-    """One line of a spans file (``line`` is its 1-based line number, for error messages)."""
+class SpanPrediction(SpanRecord):
+    """One line of a spans file as read back (a :class:`~corefsearch.schema.SpanRecord`) with its
+    1-based line number, for error messages."""
 
-    line: int
-    qid: str
-    passage_id: str
-    start: int
-    end: int
-    text: str
-    score: float
+    line: int = 0
 
 
 @dataclass
