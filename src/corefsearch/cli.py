@@ -174,29 +174,39 @@ ReaderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.")]
 RerankOption = Annotated[int, typer.Option(help="With --reader: re-rank the top N retrieved passages.")]
 BackendOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
-    help="With --reader: run its encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, "
-         "from MODEL_DIR/onnx/ written by `corefsearch export-onnx MODEL_DIR`).")]
+    help="Run the transformer encoders (the dense query encoder with --retriever dense|hybrid, the reader's with "
+         "--reader) with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, from the exports "
+         "`corefsearch export-onnx MODEL_DIR` writes).")]
 RerankFusionOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     help="With --reader: order the re-ranked passages by the reader's score (reader) or by reciprocal rank "
          "fusion of the reader's and the retriever's ranks (rrf); default: the one `train reader` recorded in "
          "the reader's folder (the better on dev; reader for an older folder).")]
 
 
-def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str | None, backend: str | None = None) -> Any:
+def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str | None, backend: str | None = None,
+            dense: bool = False) -> Any:
+    """The reader's options; ``dense``: a dense retriever runs too (``--backend`` applies to it)."""
     if reader is None:
-        if backend is not None:
-            raise CorefSearchError("--backend chooses the runtime of the reader's encoder: add --reader MODEL_DIR")
+        if backend is not None and not dense:
+            raise CorefSearchError("--backend chooses the runtime of the transformer encoders, the dense retriever's "
+                                   "and the reader's, and BM25 has none: add --reader MODEL_DIR, or use "
+                                   "--retriever dense|hybrid")
         return None
     from corefsearch.pipeline import ReaderOptions
 
     return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch")
 
 
-def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str) -> Any:
+def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str,
+               backend: str | None = None) -> Any:
     from corefsearch.fusion import FusionOptions
     from corefsearch.pipeline import RetrievalOptions
 
-    return RetrievalOptions(retriever, encoder, device, FusionOptions(fusion, alpha))
+    return RetrievalOptions(retriever, encoder, device, FusionOptions(fusion, alpha), backend=backend or "torch")
+
+
+def _is_dense(retriever: str) -> bool:
+    return retriever in ("dense", "hybrid")
 
 
 @app.command("index")
@@ -224,6 +234,9 @@ def index_command(
     chunk_size: Annotated[int, typer.Option(
         help="With --dense: passages per saved chunk (what an interrupted run resumes from; "
              "shards are whole chunks).")] = 8192,
+    backend: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --dense: run the passage encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the "
+             "CPU, from the export `corefsearch export-onnx MODEL_DIR` writes; recorded in the manifest).")] = None,
 ) -> None:
     """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
     from corefsearch.pipeline import DenseIndexOptions, index_dataset
@@ -231,11 +244,42 @@ def index_command(
 
     dense_options = None
     if dense:
-        dense_options = DenseIndexOptions(encoder, faiss_type, batch_size, shard, merge_shards, device, chunk_size)
-    elif encoder is not None or shard is not None or merge_shards is not None:
-        raise CorefSearchError("--encoder, --shard and --merge-shards build the dense index: add --dense")
+        dense_options = DenseIndexOptions(encoder, faiss_type, batch_size, shard, merge_shards, device, chunk_size,
+                                          backend=backend or "torch")
+    elif encoder is not None or shard is not None or merge_shards is not None or backend is not None:
+        raise CorefSearchError("--encoder, --shard, --merge-shards and --backend build the dense index: add --dense")
     summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite, fields=fields)
     print_index_summary(summary, console)
+
+
+@app.command("add")
+@user_errors
+def add_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset, to grow.")],
+    corpus: Annotated[Path, typer.Option(
+        "--corpus", help="Folder of the new documents: corpus.jsonl, and mentions.jsonl if they have mentions "
+                         "(the generic format of build-dataset).")],
+    index: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+        "--index", metavar="INDEX",
+        help="Index directory built from DATASET (its lucene/ and dense/ take the new passages); repeatable. "
+             "Indexes not named no longer match the dataset.")] = None,
+    encoder: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Dense: the passage encoder (default: the one the dense index was built with).")] = None,
+    device: Annotated[str, typer.Option(help="Dense: auto | cpu | cuda.")] = "auto",
+    batch_size: Annotated[int, typer.Option(help="Dense: passages per encoder batch.")] = 64,
+    threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
+) -> None:
+    """Append new documents to a dataset and its indexes without a rebuild (all switched in at the end)."""
+    from corefsearch.add import add_documents
+
+    summary = add_documents(dataset, corpus, index or [], encoder=encoder, device=device, batch_size=batch_size,
+                            threads=threads)
+    console.print(f"Added {summary.documents:,} documents ({summary.passages:,} passages, {summary.mentions:,} "
+                  f"mentions) to {summary.dataset}: {summary.total_passages:,} passages now; {summary.new_queries:,} "
+                  f"new queries, {summary.changed_queries:,} queries with new relevant passages, "
+                  f"{summary.new_clusters:,} new clusters ({summary.seconds:.1f} s)", markup=False)
+    for line in summary.indexes:
+        console.print(f"  index {line}", markup=False)
 
 
 @app.command("search")
@@ -270,8 +314,9 @@ def search_command(
 
     summary = search_to_run(index, queries, out, k=k,
                             options=_bm25_options(query_format, rm3, rocchio, fields, threads),
-                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                            reader=_reader(reader, rerank_k, device, rerank_fusion, backend), spans_out=spans_out,
+                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend),
+                            reader=_reader(reader, rerank_k, device, rerank_fusion, backend, _is_dense(retriever)),
+                            spans_out=spans_out,
                             save_topics=save_topics)
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
@@ -319,8 +364,9 @@ def query_command(
 
     result = adhoc_query(index, mention, context, occurrence, k=k,
                          options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
-                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device),
-                         reader=_reader(reader, rerank_k, device, rerank_fusion, backend), dataset=dataset, qid=qid)
+                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend),
+                         reader=_reader(reader, rerank_k, device, rerank_fusion, backend, _is_dense(retriever)),
+                         dataset=dataset, qid=qid)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -379,8 +425,9 @@ def serve_command(
     limits.validate()
     started = time.perf_counter()
     engine = SearchEngine.open(index, options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
-                               retrieval=_retrieval(names[0], encoder, fusion, alpha, device),
-                               reader=_reader(reader, rerank_k, device, rerank_fusion, backend), dataset=dataset,
+                               retrieval=_retrieval(names[0], encoder, fusion, alpha, device, backend),
+                               reader=_reader(reader, rerank_k, device, rerank_fusion, backend,
+                                              any(_is_dense(name) for name in names)), dataset=dataset,
                                retrievers=names)
     loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
     err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
@@ -569,14 +616,19 @@ def java_env_command() -> None:
 @app.command("export-onnx")
 @user_errors
 def export_onnx_command(
-    model_dir: Annotated[Path, typer.Argument(metavar="MODEL_DIR", help="A reader folder from `train reader`.")],
+    model_dir: Annotated[Path, typer.Argument(
+        metavar="MODEL_DIR", help="A reader folder (`train reader`) or a retriever folder (`train retriever`); with "
+                                  "--out: `default` (the bundled all-MiniLM-L6-v2) or a Hugging Face model.")],
     quantize: Annotated[bool, typer.Option(
         help="Also write the dynamic int8 quantisation (onnx/model_qint8.onnx, for --backend onnx-int8).")] = True,
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--out", help="For `default` or a Hugging Face model: write it here as a retriever folder with its export, "
+                      "to pass as --encoder OUT (a new or empty folder).")] = None,
 ) -> None:
-    """Export a reader's encoder to ONNX (MODEL_DIR/onnx/model.onnx) for `search/query --backend onnx`."""
+    """Export a reader's or a retriever's encoders to ONNX (onnx/ beside their weights) for `--backend onnx`."""
     from corefsearch.onnx_export import export_onnx
 
-    summary = export_onnx(model_dir, quantize=quantize,
+    summary = export_onnx(model_dir, quantize=quantize, out=out,
                           log=lambda message: err_console.print(message, markup=False, highlight=False))
     for removed in summary.removed:
         console.print(f"Removed {removed} (from an earlier export; --no-quantize writes none)", markup=False,
@@ -585,6 +637,9 @@ def export_onnx_command(
         console.print(f"Wrote {file.path} ({file.megabytes:.1f} MB; max abs difference of the hidden states to "
                       f"torch: {file.max_abs_diff:.2e})", markup=False, soft_wrap=True)
     console.print(f"Exported in {summary.seconds:.1f} s", markup=False)
+    if out is not None:
+        console.print(f"Pass --encoder {out} with --backend onnx|onnx-int8 (it encodes as {model_dir} does: an index "
+                      f"built with {model_dir} is searched with it as it is)", markup=False, soft_wrap=True)
 
 
 # --- corefsearch train ... ----------------------------------------------------------------------------

@@ -61,12 +61,13 @@ def weights_checksum(folder: Path) -> str | None:
     return "sha256:" + sha256_file(path) if path.is_file() else None
 
 
-def check_onnx_export(folder: Path, backend: str) -> Path:
+def check_onnx_export(folder: Path, backend: str, command: str | None = None) -> Path:
     """The ONNX file ``backend`` reads from ``folder``, checked: it exists and was exported from the
-    encoder weights the folder holds now. One line saying what to run otherwise."""
+    encoder weights the folder holds now. One line saying what to run otherwise (``command``, default
+    ``corefsearch export-onnx FOLDER``; a retriever's encoder folders name the retriever's)."""
     folder = Path(folder)
     path = onnx_file(folder, backend)
-    remedy = f"run `corefsearch export-onnx {folder}`"
+    remedy = f"run `{command or f'corefsearch export-onnx {folder}'}`"
     if not path.is_file():
         quantised = " (the int8 file comes with the default --quantize)" if backend == "onnx-int8" else ""
         raise MissingArtefactError(f"--backend {backend} reads {path}, which does not exist: {remedy} "

@@ -1,16 +1,24 @@
-"""``corefsearch export-onnx MODEL_DIR``: export a reader's transformer encoder to ONNX (and its
-dynamic int8 quantisation), beside its weights, for ``--backend onnx|onnx-int8``.
+"""``corefsearch export-onnx MODEL_DIR``: export the transformer encoder(s) of a model folder to
+ONNX (and their dynamic int8 quantisation), beside their weights, for ``--backend onnx|onnx-int8``.
+
+A reader folder has one encoder (exported to ``MODEL_DIR/onnx/``); a retriever folder one or two
+(``MODEL_DIR/query_encoder/onnx/``, and ``MODEL_DIR/passage_encoder/onnx/`` unless the encoder is
+shared); ``export-onnx default --out DIR`` (or a Hugging Face model instead of ``default``) writes
+the zero-shot retriever of that model to ``DIR`` and exports it there, as the bundled model's own
+folder is not corefsearch's to write. Every encoder goes through :func:`export_encoder`, given the
+encoder and sample inputs made by its own model class (the reader's windows, the retriever's
+passage and query batches).
 
 The encoder is exported from torch (``AutoModel`` → ``last_hidden_state``) with dynamic batch
-and sequence axes and the inputs the reader passes it (``input_ids``, ``attention_mask`` and,
-when the model has segments, ``token_type_ids``), then run with ONNX Runtime on other windows
+and sequence axes and the inputs corefsearch passes it (``input_ids``, ``attention_mask`` and,
+when the model has segments, ``token_type_ids``), then run with ONNX Runtime on other batches
 than it was traced with (another batch size and length, padded rows and full ones) against
 torch: an export that does not reproduce the torch encoder is refused. The int8 model is
 ``onnxruntime.quantization.quantize_dynamic`` of the fp32 one (weights int8, activations
 quantised on the fly); its difference to torch is reported, not bounded (quantisation changes
 the numbers by design; ``bench/reader_speed.py`` measures what it costs in MRR@10).
 
-Each file is written under a temporary name in ``MODEL_DIR/onnx/`` and renamed into place when
+Each file is written under a temporary name in the ``onnx/`` folder and renamed into place when
 complete; ``onnx/export.json`` (written last) records the checksum of the weights exported, which
 ``--backend onnx`` checks (see :mod:`corefsearch.onnx_backend`).
 """
@@ -42,6 +50,7 @@ from corefsearch.onnx_backend import (
 OPSET = 17
 QUANTIZATION = {"per_channel": True}  # quantize_dynamic's options besides weight_type=QInt8 (recorded)
 FP32_TOLERANCE = 1e-3  # max abs difference of the hidden states allowed between ONNX Runtime and torch
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what a Hugging Face encoder is exported with
 
 # Sample inputs: a query and passages of different lengths, one long enough for several windows,
 # so that the traced batch and the checked one both hold padded and full rows.
@@ -68,6 +77,7 @@ class ExportSummary:
     files: list[ExportedFile]
     removed: list[Path]  # an int8 file of earlier weights, removed by --no-quantize
     seconds: float
+    kind: str = "encoder"  # reader | retriever: the kind of model folder
 
 
 @contextlib.contextmanager
@@ -157,29 +167,32 @@ def _quantize(source: Path, target: Path) -> None:
         logging.disable(previous)
 
 
-def export_onnx(folder: Path, quantize: bool = True, log: Callable[[str], None] | None = None) -> ExportSummary:
-    """Export the encoder of the reader in ``folder`` to ``folder/onnx/model.onnx`` and, with
-    ``quantize``, ``folder/onnx/model_qint8.onnx``."""
+def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list[dict[str, Any]],
+                   quantize: bool = True, log: Callable[[str], None] | None = None) -> ExportSummary:
+    """Export the Hugging Face encoder ``model`` whose weights are ``folder/model.safetensors`` to
+    ``folder/onnx/model.onnx`` and, with ``quantize``, ``folder/onnx/model_qint8.onnx``: traced with the
+    inputs ``trace``, checked against torch on each batch of ``checks`` (other sizes and lengths; each
+    holds the inputs ``trace`` names). The one export path of every kind of model folder."""
     import torch
 
-    from corefsearch.dense.encoder import check_model_folder
     from corefsearch.io import write_json
-    from corefsearch.reader.model import CrossEncoderReader
 
     say = log or (lambda _: None)
     started = time.perf_counter()
     folder = Path(folder)
-    check_model_folder(folder, "MODEL_DIR")
-    reader = CrossEncoderReader.load(folder, "cpu")  # one line when it is not a reader
     checksum = weights_checksum(folder)
     if checksum is None:
-        raise InputError(f"{folder} holds no model.safetensors (the encoder weights `corefsearch train reader` "
-                         "saves): cannot tell later which weights an export belongs to")
+        raise InputError(f"{folder} holds no model.safetensors (the encoder weights corefsearch saves): cannot tell "
+                         "later which weights an export belongs to")
     mode = (folder / WEIGHTS_FILE).stat().st_mode & 0o777  # the exports get the weights' permissions
-    reader.train(False)
-    trace, check = _sample_inputs(reader)
+    model.train(False)
     with torch.inference_mode():
-        expected = reader.model(**check).last_hidden_state
+        expected = [model(**check).last_hidden_state for check in checks]
+
+    def max_abs_diff(path: Path) -> float:
+        return max(_max_abs_diff(path, model.config, check, want) for check, want in zip(checks, expected,
+                                                                                      strict=True))
+
     out_dir = folder / ONNX_DIR
     out_dir.mkdir(exist_ok=True)
     record_path = out_dir / EXPORT_RECORD
@@ -188,8 +201,8 @@ def export_onnx(folder: Path, quantize: bool = True, log: Callable[[str], None] 
     fp32, int8 = out_dir / ONNX_MODEL, out_dir / ONNX_QINT8
     with _temporary_beside(fp32) as tmp_fp32, _temporary_beside(int8) as tmp_int8:
         say(f"Exporting the encoder of {folder} (opset {OPSET}) ...")
-        _export(reader.model, trace, tmp_fp32)
-        diff = _max_abs_diff(tmp_fp32, reader.model.config, check, expected)
+        _export(model, trace, tmp_fp32)
+        diff = max_abs_diff(tmp_fp32)
         if not diff <= FP32_TOLERANCE:
             raise InputError(f"the ONNX export of {folder} does not reproduce the torch encoder (max abs difference "
                              f"{diff:.3g} > {FP32_TOLERANCE:g}); nothing was written")
@@ -197,7 +210,7 @@ def export_onnx(folder: Path, quantize: bool = True, log: Callable[[str], None] 
         if quantize:
             say("Quantising it to int8 (dynamic, per channel) ...")
             _quantize(tmp_fp32, tmp_int8)
-            diff8 = _max_abs_diff(tmp_int8, reader.model.config, check, expected)
+            diff8 = max_abs_diff(tmp_int8)
             if diff8 == float("inf"):
                 raise InputError(f"the int8 model of {folder} gives non-finite hidden states; nothing was written "
                                  "(export with --no-quantize)")
@@ -223,3 +236,117 @@ def export_onnx(folder: Path, quantize: bool = True, log: Callable[[str], None] 
         "quantization": {"method": "quantize_dynamic", "weight_type": "QInt8", **QUANTIZATION} if quantize else None,
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}})
     return ExportSummary(folder, files, removed, time.perf_counter() - started)
+
+
+def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], None] | None = None,
+                out: Path | None = None) -> ExportSummary:
+    """Export the encoder(s) of a model folder to ONNX, each into its own ``onnx/`` folder:
+
+    - a reader (``corefsearch_reader.json``): its encoder, into ``folder/onnx/``;
+    - a retriever (``corefsearch_retriever.json``): each encoder it loads, into
+      ``folder/query_encoder/onnx/`` and ``folder/passage_encoder/onnx/`` (only the first when the
+      encoder is shared: the passage folder is then a copy the retriever does not load);
+    - ``default`` (the bundled all-MiniLM-L6-v2) or a Hugging Face model name or folder, with ``out``:
+      written to ``out`` as a retriever folder (the same zero-shot retriever ``--encoder`` makes of it:
+      one shared encoder, mean pooling, no markers; the same passage fingerprint, so an index built
+      with the model searches with ``out``), then exported there. The bundled model's own folder
+      (site-packages) is never written to.
+    """
+    from corefsearch.dense.encoder import check_model_folder
+    from corefsearch.dense.model import RETRIEVER_CONFIG
+    from corefsearch.reader.model import READER_CONFIG
+
+    started = time.perf_counter()
+    if out is not None:
+        summary = _export_zero_shot(str(folder), Path(out), quantize, log)
+    else:
+        check_model_folder(folder, "MODEL_DIR")
+        folder = Path(folder)
+        if (folder / READER_CONFIG).is_file():
+            summary = _export_reader(folder, quantize, log)
+        elif (folder / RETRIEVER_CONFIG).is_file():
+            summary = _export_retriever(folder, quantize, log)
+        else:
+            zero_shot = "default" if str(folder) == "default" else str(folder)
+            raise InputError(f"{folder} is not a reader or a retriever folder (it holds neither {READER_CONFIG} nor "
+                             f"{RETRIEVER_CONFIG}); for the bundled default encoder or a Hugging Face model, write an "
+                             f"exported copy with `corefsearch export-onnx {zero_shot} --out DIR` and pass "
+                             "--encoder DIR")
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _export_reader(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+    from corefsearch.reader.model import CrossEncoderReader
+
+    reader = CrossEncoderReader.load(folder, "cpu")
+    reader.train(False)
+    trace, check = _sample_inputs(reader)
+    summary = export_encoder(folder, reader.model, trace, [check], quantize, log)
+    summary.kind = "reader"
+    return summary
+
+
+def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+    from corefsearch.dense.model import BiEncoder
+
+    model = BiEncoder.load(str(folder), "cpu")  # one line when it is incomplete
+    files: list[ExportedFile] = []
+    removed: list[Path] = []
+    for side, encoder_folder in model.encoder_folders().items():
+        encoder = model.query_encoder if side == "query" else model.passage_encoder
+        trace, checks = _retriever_sample_inputs(encoder, model.config.max_query_len, model.config.max_passage_len)
+        part = export_encoder(encoder_folder, encoder.model, trace, checks, quantize, log)
+        files += part.files
+        removed += part.removed
+    return ExportSummary(folder, files, removed, 0.0, kind="retriever")
+
+
+def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+    from corefsearch.dense.encoder import check_model_folder
+    from corefsearch.dense.model import RETRIEVER_CONFIG, BiEncoder
+    from corefsearch.io import atomic_directory
+    from corefsearch.reader.model import READER_CONFIG
+
+    say = log or (lambda _: None)
+    if reference not in ("", "default"):
+        check_model_folder(reference, "MODEL")
+        for config, kind in ((READER_CONFIG, "reader"), (RETRIEVER_CONFIG, "retriever")):
+            if (Path(reference) / config).is_file():
+                raise InputError(f"{reference} is a {kind} folder: its export goes into it, `corefsearch export-onnx "
+                                 f"{reference}` (--out is for the bundled default encoder or a Hugging Face model)")
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"--out {out} already exists and is not empty: give a new folder (the exported copy of "
+                         f"{reference or 'default'} is written there)")
+    model = BiEncoder.load(reference or "default", "cpu")  # the zero-shot retriever --encoder makes of it
+    say(f"Writing {reference or 'default'} as a retriever folder to {out} ...")
+    with atomic_directory(out, overwrite=True) as tmp:
+        model.save(tmp)
+        summary = _export_retriever(tmp, quantize, lambda message: say(message.replace(str(tmp), str(out))))
+    # The files were written in the temporary folder: name them where they are now.
+    files = [ExportedFile(out / f.path.relative_to(tmp), f.max_abs_diff, f.megabytes) for f in summary.files]
+    return ExportSummary(out, files, [], 0.0, kind="retriever")
+
+
+def _retriever_sample_inputs(encoder: Any, max_query_len: int,
+                             max_passage_len: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Inputs of a retriever's encoder, from its own batches: a batch of two ``title [SEP] text``
+    passages of different lengths to trace (segments 0 and 1, one row padded), and to check, every
+    sample passage (another batch size and length) and a batch of queries (with its mention marked
+    when the encoder has markers; no segments given, as the torch path gives none)."""
+    from corefsearch.schema import Query
+
+    titles = [f"Report {i}" if i % 2 else "" for i in range(len(SAMPLE_PASSAGES))]
+    order = sorted(range(len(SAMPLE_PASSAGES)), key=lambda i: len(SAMPLE_PASSAGES[i]))
+    pair = [order[0], order[len(order) // 2]]
+    trace = encoder.passage_batch([titles[i] or "Report" for i in pair], [SAMPLE_PASSAGES[i] for i in pair],
+                                  max_passage_len)
+    trace = {k: v for k, v in trace.items() if k in MODEL_INPUTS}
+    passages = encoder.model_inputs(encoder.passage_batch(titles, list(SAMPLE_PASSAGES), max_passage_len), trace)
+    queries = []
+    for i, text in enumerate((SAMPLE_QUERY[0], *SAMPLE_PASSAGES[:3])):
+        word = SAMPLE_QUERY[1] if i == 0 else text.split()[1]
+        start = text.index(word)
+        queries.append(Query(f"export-{i}", "", text, start, start + len(word), word, ""))
+    query_inputs = encoder.model_inputs(encoder.query_batch(queries, max_query_len), trace)
+    return trace, [passages, query_inputs]

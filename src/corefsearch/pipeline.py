@@ -48,6 +48,7 @@ class DenseIndexOptions:
     merge_shards: int | None = None
     device: str = "auto"
     chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
+    backend: str = "torch"  # the passage encoder's runtime: torch | onnx | onnx-int8 (`corefsearch export-onnx`)
 
     def validate(self) -> None:
         """Every option checked before any work (the dense index builder checks them again)."""
@@ -57,6 +58,9 @@ class DenseIndexOptions:
 
         check_faiss_type(self.faiss_type)
         check_device(self.device)
+        from corefsearch.onnx_backend import check_backend_device
+
+        check_backend_device(self.backend, self.device)
         for option, value in (("--batch-size", self.batch_size), ("--chunk-size", self.chunk_size)):
             if value < 1:
                 raise InputError(f"{option} must be at least 1, got {value}")
@@ -81,6 +85,9 @@ def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None 
         if dense.shard is not None:
             raise InputError("--shard and --merge-shards do not go together: encode each shard with "
                              "--shard I/N, then merge them with --merge-shards N")
+        if dense.backend != "torch":
+            raise InputError("--backend chooses how passages are encoded; --merge-shards encodes none (each shard's "
+                             "manifest records its backend): leave --backend out")
         return merge_dense_shards(dataset_dir, out, dense.merge_shards, faiss_type=dense.faiss_type,
                                   encoder=dense.encoder, device=dense.device, overwrite=overwrite)
     if not dense.encoder:
@@ -89,7 +96,7 @@ def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None 
     shard = parse_shard(dense.shard) if dense.shard is not None else None
     return build_dense_index(dataset_dir, out, dense.encoder, faiss_type=dense.faiss_type,
                              batch_size=dense.batch_size, shard=shard, device=dense.device, overwrite=overwrite,
-                             chunk_size=dense.chunk_size)
+                             chunk_size=dense.chunk_size, backend=dense.backend)
 
 
 @dataclass

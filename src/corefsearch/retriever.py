@@ -36,14 +36,18 @@ class RetrievalOptions:
     encoder: str | None = None  # default: the encoder the dense index was built with
     device: str = "auto"
     fusion: FusionOptions = field(default_factory=FusionOptions)
+    # the dense query encoder's runtime: torch | onnx | onnx-int8 (its folder's onnx/, `corefsearch export-onnx`)
+    backend: str = "torch"
 
     def validate(self) -> None:
         check_retriever_name(self.retriever)
         self.fusion.validate()
         if self.uses_dense:
             from corefsearch.dense.encoder import check_device
+            from corefsearch.onnx_backend import check_backend_device
 
             check_device(self.device)
+            check_backend_device(self.backend, self.device)
 
     @property
     def uses_bm25(self) -> bool:
@@ -282,7 +286,8 @@ def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: 
         from corefsearch.dense.search import DenseSearcher
 
         assert manifests.dense is not None  # IndexManifests.load read it
-        dense = DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifests.dense)
+        dense = DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifests.dense,
+                              backend=retrieval.backend)
     if any(uses_bm25(name) for name in names):
         bm25 = BM25Searcher(index, options, manifest=manifests.lucene)
     if dense is not None:

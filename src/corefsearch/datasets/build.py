@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import hashlib
 import json
 import random
 import warnings
@@ -133,10 +134,11 @@ def _windows_holding(mention_start: int, mention_end: int, window_starts: Sequen
 
 
 class _DatasetWriter:
-    def __init__(self, root: Path, options: BuildOptions) -> None:
+    def __init__(self, root: Path, options: BuildOptions, append: bool = False) -> None:
         self.root = root
         self.options = options
-        self.handle = (root / "passages.jsonl").open("w", encoding="utf-8")
+        # append: `corefsearch add` continues a copy of an existing passages file (see corefsearch/add.py).
+        self.handle = (root / "passages.jsonl").open("a" if append else "w", encoding="utf-8")
         self.passage_ids: set[str] = set()
         self.mentions: list[_MentionRef] = []
         self.mention_ids: set[str] = set()
@@ -202,17 +204,32 @@ class _DatasetWriter:
         self.handle.close()
 
 
+def new_cluster_split(cluster_id: str, options: BuildOptions) -> str:
+    """The split of a cluster that ``corefsearch add`` brings into a dataset split by clusters: a
+    seeded hash of its id placed against ``split_ratios``. It depends on nothing else (not on the
+    other clusters, nor on the order or batch they come in), so it is deterministic; the shares of
+    the new clusters follow the ratios on average only."""
+    digest = hashlib.sha256(f"{options.seed}:{cluster_id}".encode()).digest()
+    position = int.from_bytes(digest[:8], "big") / 2 ** 64 * sum(options.split_ratios)
+    train, dev = options.split_ratios[0], options.split_ratios[0] + options.split_ratios[1]
+    return "train" if position < train else "dev" if position < dev else "test"
+
+
 def _cluster_splits(members: dict[str, list[_MentionRef]], options: BuildOptions,
-                    fixed: bool) -> dict[str, str]:
+                    fixed: bool, kept: dict[str, str] | None = None) -> dict[str, str]:
     """Split of each cluster: the split of its documents, or a seeded shuffle by ratio.
 
     With fixed (document) splits a cluster whose mentions lie in documents of several splits
     takes the split most of its mentions have (ties: the first mention's); its queries still
     take their own document's split (see ``_write_queries_and_qrels``), as ECB+ does.
+    ``kept`` (from ``corefsearch add``, split by clusters only): the splits the clusters of the
+    dataset already have, which they keep; the other clusters take :func:`new_cluster_split`.
     """
     if fixed:
         return {cid: Counter(ref.doc_split or "train" for ref in refs).most_common(1)[0][0]
                 for cid, refs in members.items()}
+    if kept is not None:
+        return {cid: kept[cid] if cid in kept else new_cluster_split(cid, options) for cid in members}
     cluster_ids = sorted(members)
     random.Random(options.seed).shuffle(cluster_ids)
     total = sum(options.split_ratios)
@@ -304,11 +321,11 @@ def _check_splits(summary: BuildSummary, options: BuildOptions, fixed: bool, sou
 
 
 def _write_queries_and_qrels(root: Path, writer: _DatasetWriter, options: BuildOptions,
-                             summary: BuildSummary) -> None:
+                             summary: BuildSummary, kept_splits: dict[str, str] | None = None) -> None:
     members: dict[str, list[_MentionRef]] = defaultdict(list)
     for ref in writer.mentions:
         members[ref.cluster_id].append(ref)
-    cluster_split = _cluster_splits(members, options, writer.fixed_splits)
+    cluster_split = _cluster_splits(members, options, writer.fixed_splits, kept_splits)
     summary.clusters = len(members)
     mixed = sorted(cid for cid, refs in members.items() if len({ref.doc_split for ref in refs}) > 1)
     if mixed:

@@ -109,7 +109,8 @@ def _document_split(path: Path, record: _CorpusRecord, split_by: str) -> str | N
 
 
 def read_generic(folder: Path, passage: str = "sentence", *, sentences: str = DEFAULT_SENTENCES,
-                 mention_type: str = "all", split_by: str = "clusters") -> Iterator[Document]:
+                 mention_type: str = "all", split_by: str = "clusters",
+                 require_mentions: bool = True) -> Iterator[Document]:
     """Yield the documents of ``folder/corpus.jsonl`` with their mentions from ``folder/mentions.jsonl``.
 
     Units are the sentences of each text (``passage="sentence"``; ``sentences`` picks how they
@@ -133,7 +134,8 @@ def read_generic(folder: Path, passage: str = "sentence", *, sentences: str = DE
         raise InputError(f"{folder}: the generic format is a folder holding {CORPUS_FILE} and {MENTIONS_FILE}, "
                          "not a file")
     corpus_path, mentions_path = folder / CORPUS_FILE, folder / MENTIONS_FILE
-    mentions = _read_mentions(mentions_path)
+    # require_mentions=False (`corefsearch add`): a folder without mentions.jsonl holds documents without mentions.
+    mentions = _read_mentions(mentions_path) if require_mentions or mentions_path.exists() else {}
     counts = {kind: 0 for kind in MENTION_TYPES}
     for chunk in _chunks(_read_corpus(corpus_path)):
         for record, units in zip(chunk, _units(chunk, passage, sentences), strict=True):

@@ -261,9 +261,22 @@ class TextEncoder:
 
     # --- vectors ----------------------------------------------------------------------------
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Pooled vectors (with gradients when the model is training)."""
+    def model_inputs(self, batch: dict[str, torch.Tensor], names: Sequence[str] | None = None) -> dict[str, Any]:
+        """The encoder's inputs of a batch (``input_ids``, ``attention_mask``, ``token_type_ids``).
+        ``names``: the inputs the model takes (an ONNX export takes exactly the ones it was exported
+        with); segments it takes and the batch lacks (a query batch has none) are zeros, what the
+        torch model assumes when it is given none."""
         inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        if names is not None and "token_type_ids" in names and "token_type_ids" not in inputs:
+            import torch
+
+            inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
+        return inputs
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Pooled vectors (with gradients when the model is training). The model is the torch
+        encoder or an ONNX Runtime one (``OnnxEncoder``, ``--backend onnx``): pooling stays here."""
+        inputs = self.model_inputs(batch, getattr(self.model, "input_names", None))
         hidden = self.model(**inputs).last_hidden_state
         if self.config.pooling == "cls":
             return hidden[:, 0]

@@ -169,15 +169,23 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def load_encoder(encoder: str | BiEncoder | None, device: str = "auto") -> BiEncoder:
-    """A retriever from a folder, a Hugging Face name or ``default``; an instance passes through."""
+def load_encoder(encoder: str | BiEncoder | None, device: str = "auto", backend: str = "torch",
+                 sides: tuple[str, ...] = ("query", "passage"), threads: int | None = None) -> BiEncoder:
+    """A retriever from a folder, a Hugging Face name or ``default``; an instance passes through.
+    ``backend`` ``onnx`` or ``onnx-int8``: the encoders of ``sides`` run with ONNX Runtime on the CPU
+    (``BiEncoder.use_backend``; an instance is switched in place)."""
     from corefsearch.dense.encoder import check_model_folder, resolve_device
     from corefsearch.dense.model import BiEncoder
+    from corefsearch.onnx_backend import check_backend_device
 
+    check_backend_device(backend, device)
     if isinstance(encoder, BiEncoder):
-        return encoder
-    check_model_folder(encoder, "--encoder")
-    return BiEncoder.load(encoder or "default", resolve_device(device))
+        model = encoder
+    else:
+        check_model_folder(encoder, "--encoder")
+        model = BiEncoder.load(encoder or "default", resolve_device(device if backend == "torch" else "cpu"))
+    model.use_backend(backend, sides, threads)
+    return model
 
 
 def encoder_record(model: BiEncoder) -> dict[str, Any]:
@@ -260,7 +268,7 @@ def _open_partial(partial: Path, expected: dict[str, Any]) -> None:
     """Resume in ``partial`` when it was started with the same encoder, passages and chunking;
     otherwise start over (with a notice when something was there)."""
     manifest = _read_json(partial / MANIFEST)
-    if manifest is not None and manifest == expected:
+    if manifest is not None and {"backend": "torch", **manifest} == expected:  # no backend: torch (before 0.x)
         clean_temporaries_in(partial / "chunks")  # chunk files a killed run was writing
         return
     if partial.exists():
@@ -270,6 +278,8 @@ def _open_partial(partial: Path, expected: dict[str, Any]) -> None:
             why = "it was encoded with another encoder"
         elif manifest.get("passages_sha256") != expected["passages_sha256"]:
             why = "it was encoded from other passages"
+        elif manifest.get("backend", "torch") != expected["backend"]:
+            why = f"it was encoded with --backend {manifest.get('backend', 'torch')}"
         else:
             why = "it was encoded with other chunk settings"
         warnings.warn(f"starting the encoding over: {partial} holds an interrupted encoding, but {why}",
@@ -379,9 +389,11 @@ def _dense_outputs(a: dict[str, Any]) -> list[Output]:
 def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | None,
                       faiss_type: str = "flat", batch_size: int = 64, shard: tuple[int, int] | None = None,
                       device: str = "auto", overwrite: bool = False,
-                      chunk_size: int = CHUNK_SIZE) -> DenseIndexSummary:
+                      chunk_size: int = CHUNK_SIZE, backend: str = "torch") -> DenseIndexSummary:
     """Encode every passage of ``dataset_dir`` and write ``out/dense`` (or, with ``shard=(I, N)``,
-    only shard I's vectors into ``out/dense-shards/shard-I-of-N``); resumable, see the module doc."""
+    only shard I's vectors into ``out/dense-shards/shard-I-of-N``); resumable, see the module doc.
+    ``backend``: the passage encoder's runtime (torch, or ONNX Runtime with ``onnx``/``onnx-int8``
+    from the encoder folder's export), recorded in the manifest's ``encoding``."""
     started = time.perf_counter()
     dataset = Dataset(dataset_dir)
     faiss_index.check_faiss_type(faiss_type)
@@ -401,7 +413,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     passages_sha256, count = scan_passages(dataset.passages_path)
     if count == 0:
         raise InputError(f"{dataset.passages_path} holds no passages")
-    model = load_encoder(encoder, device)
+    model = load_encoder(encoder, device, backend, ("passage",))
     encoder_info = encoder_record(model)
     dimension = int(encoder_info["dimension"])
     parameters = faiss_index.faiss_parameters(faiss_type, dimension, count) if shard is None else None
@@ -413,7 +425,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     _open_partial(partial, {"kind": PARTIAL_KIND, "passages_sha256": passages_sha256, "passages": count,
                             "passage_fingerprint": encoder_info["passage_fingerprint"],
                             "dimension": dimension, "chunk_size": chunk_size, "rows": list(plan.rows),
-                            "shard": list(shard) if shard else None})
+                            "shard": list(shard) if shard else None, "backend": backend})
     chunks_dir = partial / "chunks"
     plan.done = {n for n in chunks
                  if _chunk_is_complete(chunks_dir, n, plan.size([n]), dimension)}
@@ -426,7 +438,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
         pass
     files = VectorFiles([_chunk_paths(chunks_dir, n) for n in chunks], dimension)
     encoding = {"batch_size": batch_size, "chunk_size": chunk_size, "device": model.passage_encoder.device,
-                "encoded": todo, "resumed": resumed, "seconds": round(timer[0], 3),
+                "backend": backend, "encoded": todo, "resumed": resumed, "seconds": round(timer[0], 3),
                 "passages_per_second": round(todo / timer[0], 2) if timer[0] else None}
     common = {"format_version": FORMAT_VERSION, "corefsearch_version": __version__,
               "dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256,
@@ -556,6 +568,11 @@ def merge_dense_shards(dataset_dir: Path, out: Path, shards: int, faiss_type: st
         if manifest["encoder"]["passage_fingerprint"] != first["encoder"]["passage_fingerprint"]:
             raise InputError(f"shards {folders[0].name} and {where.name} were encoded with different encoders "
                              f"({first['encoder']['reference']} and {manifest['encoder']['reference']})")
+        backends = [m["encoding"].get("backend", "torch") for m in (first, manifest)]  # none recorded: torch
+        if backends[0] != backends[1]:
+            raise InputError(f"shards {folders[0].name} and {where.name} were encoded with different backends "
+                             f"({backends[0]} and {backends[1]}); encode shard {i}/{shards} again with "
+                             f"`--backend {backends[0]} --overwrite`")
         start, end = manifest["rows"]
         if start != expected_rows:
             raise InputError(f"shard {where.name} covers passages {start}-{end}, expected it to start at "
@@ -577,6 +594,7 @@ def merge_dense_shards(dataset_dir: Path, out: Path, shards: int, faiss_type: st
     encode_seconds = sum(float(m["encoding"]["seconds"]) for m in manifests)
     encoded = sum(int(m["encoding"]["encoded"]) for m in manifests)
     encoding = {**{key: first["encoding"][key] for key in ("batch_size", "chunk_size", "device")},
+                "backend": first["encoding"].get("backend", "torch"),
                 "encoded": encoded, "resumed": sum(int(m["encoding"]["resumed"]) for m in manifests),
                 "seconds": round(encode_seconds, 3),
                 "passages_per_second": round(encoded / encode_seconds, 2) if encode_seconds else None,

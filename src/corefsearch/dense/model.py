@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.dense.encoder import EncoderConfig, TextEncoder, resolve_model
-from corefsearch.errors import InputError
+from corefsearch.errors import InputError, MissingArtefactError
 
 RETRIEVER_CONFIG = "corefsearch_retriever.json"
 QUERY_ENCODER = "query_encoder"
@@ -48,11 +48,14 @@ def is_retriever_dir(path: str | Path | None) -> bool:
 
 class BiEncoder:
     def __init__(self, query_encoder: TextEncoder, passage_encoder: TextEncoder, config: RetrieverConfig,
-                 reference: str) -> None:
+                 reference: str, folder: Path | None = None) -> None:
         self.query_encoder = query_encoder
         self.passage_encoder = passage_encoder
         self.config = config
         self.reference = reference
+        self.folder = folder  # the retriever folder it was loaded from (None: a zero-shot Hugging Face model)
+        self.backend = "torch"  # the runtime of the encoders (use_backend)
+        self._fingerprints: dict[str, str] | None = None  # of the torch weights, kept when ONNX Runtime runs them
 
     @classmethod
     def from_base(cls, base_model: str | None, config: RetrieverConfig, device: str = "cpu") -> BiEncoder:
@@ -77,7 +80,6 @@ class BiEncoder:
                              "name or folder, or `default`; give a reader to --reader")
         if is_retriever_dir(name_or_path):
             from corefsearch.artefacts import config_from_json
-            from corefsearch.errors import MissingArtefactError
 
             folder = Path(name_or_path)  # type: ignore[arg-type]
             remedy = f"copy the retriever folder {folder} again, or train it again (`corefsearch train retriever`)"
@@ -89,7 +91,7 @@ class BiEncoder:
             query = TextEncoder.load(str(folder / QUERY_ENCODER), device=device)
             passage = query if config.shared_encoder else TextEncoder.load(str(folder / PASSAGE_ENCODER),
                                                                           device=device)
-            return cls(query, passage, config, reference=str(folder.resolve()))
+            return cls(query, passage, config, reference=str(folder.resolve()), folder=folder)
         config = RetrieverConfig(shared_encoder=True, pooling="mean", markers=False,
                                  base_model=str(name_or_path or "default"))
         encoder = TextEncoder.load(name_or_path, EncoderConfig(pooling="mean", markers=False), device)
@@ -111,10 +113,54 @@ class BiEncoder:
 
     def passage_fingerprint(self) -> str:
         """Identifies what passage vectors mean: the passage encoder's weights and settings."""
+        if self._fingerprints is not None:
+            return self._fingerprints["passage"]
         return _fingerprint(self.passage_encoder, self.config)
 
     def query_fingerprint(self) -> str:
+        if self._fingerprints is not None:
+            return self._fingerprints["query"]
         return _fingerprint(self.query_encoder, self.config)
+
+    def encoder_folders(self) -> dict[str, Path]:
+        """The folder of each encoder the retriever loads: ``{"query": ..., "passage": ...}``, the
+        passage one only when the encoder is not shared (a shared one is loaded from query_encoder/)."""
+        if self.folder is None:
+            raise InputError(f"{self.reference} is not a retriever folder")
+        if self.config.shared_encoder:
+            return {"query": self.folder / QUERY_ENCODER}
+        return {"query": self.folder / QUERY_ENCODER, "passage": self.folder / PASSAGE_ENCODER}
+
+    def use_backend(self, backend: str, sides: tuple[str, ...] = ("query", "passage"),
+                    threads: int | None = None) -> None:
+        """Run the encoders of ``sides`` (query, passage) with ONNX Runtime on the CPU (``backend``
+        ``onnx`` or ``onnx-int8``) from their folders' ``onnx/`` export (``corefsearch export-onnx
+        MODEL_DIR``), checked to be an export of the weights they hold now; ``torch`` changes nothing.
+        Tokenisation, pooling and the fingerprints (of the torch weights) stay as they are."""
+        from corefsearch.onnx_backend import OnnxEncoder, check_backend, check_onnx_export
+
+        check_backend(backend)
+        if backend == "torch":
+            return
+        if self.folder is None:
+            shown = "the bundled default encoder" if self.reference in ("", "default") else self.reference
+            raise MissingArtefactError(
+                f"--backend {backend} runs an ONNX export of the encoder, and {shown} has none (it is not a "
+                f"retriever folder, and the default one is not written to): run `corefsearch export-onnx "
+                f"{self.reference or 'default'} --out DIR` and pass --encoder DIR (the same encoder: an index built "
+                f"with {self.reference or 'default'} is searched with DIR as it is)")
+        folders = self.encoder_folders()
+        self._fingerprints = {"query": self.query_fingerprint(), "passage": self.passage_fingerprint()}
+        command = f"corefsearch export-onnx {self.folder}"
+        for side in sides:
+            folder = folders.get(side, folders["query"])  # a shared encoder: query_encoder/
+            encoder = self.query_encoder if side == "query" else self.passage_encoder
+            if isinstance(encoder.model, OnnxEncoder):
+                continue  # shared, and already swapped
+            path = check_onnx_export(folder, backend, command=command)
+            encoder.model = OnnxEncoder(path, encoder.model.config, threads)
+            encoder.device = "cpu"
+        self.backend = backend
 
     def description(self) -> dict[str, Any]:
         return {"reference": self.reference, "config": asdict(self.config),

@@ -34,13 +34,17 @@ class DenseSearcher:
     ``passage`` reads them from ``passages`` (set by ``open_retriever``: the Lucene index beside
     it when that holds the same passages), else from the dataset's passages file the manifest
     names. ``manifest``: the dense index manifest when the caller has read it already.
+
+    ``backend`` ``onnx`` or ``onnx-int8`` runs the query encoder with ONNX Runtime on the CPU
+    (``threads`` intra-op threads; default torch's), from its folder's export (``corefsearch
+    export-onnx``); whatever backend encoded the passages (the manifest's ``encoding.backend``).
     """
 
     name = "dense"
 
     def __init__(self, index: Path, encoder_ref: str | BiEncoder | None = None, device: str = "auto",
                  query_batch_size: int = 128, manifest: dict[str, Any] | None = None,
-                 passages: Any = None) -> None:
+                 passages: Any = None, backend: str = "torch", threads: int | None = None) -> None:
         self.index = Path(index)
         self.manifest = manifest if manifest is not None else load_dense_manifest(self.index)
         self.passages = passages  # anything with .passage(id) -> {"id", "title", "text"}; None: the dataset file
@@ -51,8 +55,12 @@ class DenseSearcher:
                 raise MissingArtefactError(f"{folder / name} is missing; rebuild the dense index with "
                                            f"`corefsearch index DATASET --dense --encoder {recorded['reference']} "
                                            f"--out {self.index} --overwrite`")
+        from corefsearch.onnx_backend import check_backend_device
+
+        check_backend_device(backend, device)
         try:
-            self.model = load_encoder(encoder_ref if encoder_ref is not None else recorded["reference"], device)
+            self.model = load_encoder(encoder_ref if encoder_ref is not None else recorded["reference"],
+                                      device if backend == "torch" else "cpu")
         except MissingArtefactError as err:
             if encoder_ref is not None:
                 raise
@@ -65,6 +73,7 @@ class DenseSearcher:
                              f"{given} encodes passages differently; search with --encoder "
                              f"{recorded['reference']} or rebuild the index with `corefsearch index DATASET "
                              f"--dense --encoder {given} --out {self.index} --overwrite`")
+        self.model.use_backend(backend, ("query",), threads)  # a missing or stale export: one line
         self.query_batch_size = query_batch_size
         dataset = self.manifest.get("dataset", "DATASET")
         self.faiss = faiss_index.read_index(
@@ -164,5 +173,7 @@ def describe(searcher: DenseSearcher) -> dict[str, Any]:
             "query_encoder": portable_reference(str(searcher.model.reference)),
             "passage_fingerprint": searcher.manifest["encoder"]["passage_fingerprint"],
             "faiss": searcher.parameters, "device": searcher.model.query_encoder.device,
+            "backend": searcher.model.backend,
+            "passages_backend": searcher.manifest.get("encoding", {}).get("backend", "torch"),
             "passages_sha256": searcher.manifest["passages_sha256"]}
 

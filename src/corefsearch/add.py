@@ -1,0 +1,506 @@
+"""``corefsearch add``: append documents to a dataset and to its indexes, without a rebuild.
+
+The new documents (the generic format: ``corpus.jsonl``, with or without ``mentions.jsonl``)
+are cut into passages by the dataset's own rules (``--passage``, ``--sentences``, mention type
+and split rule, read from its manifest) and appended to ``passages.jsonl``; queries, qrels and
+clusters are recomputed from the mentions of the old passages plus the new mentions, so a
+query changes only when a new mention joins its cluster (a new relevant passage) and a new
+mention becomes a query when its cluster has mentions in two passages or more. Split rule:
+
+- split by corpus (each document its own split: ECB+, CoreSearch, generic with ``split``): as
+  in a fresh build, every query takes its document's split; queries and qrels equal those of
+  a fresh build of the old and new documents together.
+- split by clusters (a seeded shuffle): a fresh build would shuffle all the clusters again and
+  could move old clusters (and the queries a model was trained on) to other splits. ``add``
+  keeps the split of every cluster the dataset has; a new cluster takes
+  :func:`corefsearch.datasets.build.new_cluster_split` (a seeded hash of its id against the
+  ratios). The queries and qrels, all splits together, equal a fresh build's; each one's split
+  is its cluster's.
+
+Each index named (``INDEX/lucene``, ``INDEX/dense``, whichever are there) takes the new passages
+only: Lucene through Anserini's indexer in append mode (``-append``) on a copy of the index
+whose files are hard links (Lucene never rewrites a file, so the old index is never touched);
+the dense index encodes the new passages with the encoder it was built with and adds them to
+its FAISS index (flat and HNSW: ``add``; IVF-PQ: ``add`` with its trained quantiser, not
+retrained).
+
+Atomicity: the new dataset and indexes are written beside the old ones (hidden ``.NAME.*.partial``
+folders) while every output is locked (as every writer locks); only when all are complete are
+they switched in, each by two renames (the old folder to ``.NAME.old``, the new one to ``NAME``).
+An error before that leaves everything as it was; an error during the switch puts the old
+folders back. A kill in the few milliseconds of the switch can leave some outputs switched and
+others not (the indexes then refuse to run against the dataset, naming the rebuild); a kill
+between the two renames of one folder is repaired by the next corefsearch writer of it, which
+puts ``.NAME.old`` back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch.datasets.dataset import Dataset, iter_passages
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.io import check_no_overlap, output_locks, read_jsonl, read_qrels, sha256_file, write_json
+from corefsearch.progress import track
+from corefsearch.schema import Passage, safe_id
+
+if TYPE_CHECKING:
+    from corefsearch.datasets.build import BuildOptions, _DatasetWriter
+    from corefsearch.dense.model import BiEncoder
+
+
+@dataclass
+class AddSummary:
+    dataset: Path
+    documents: int = 0  # documents added
+    passages: int = 0  # passages added
+    mentions: int = 0  # mentions added
+    mentions_dropped: int = 0
+    total_passages: int = 0  # passages in the dataset now
+    new_queries: int = 0  # queries that were not there before
+    changed_queries: int = 0  # queries that were there and gained relevant passages
+    new_clusters: int = 0
+    indexes: list[str] = field(default_factory=list)  # what was appended to, e.g. "INDEX/lucene (+12)"
+    seconds: float = 0.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _staging_dir(target: Path) -> Path:
+    """A hidden folder beside ``target`` named as :func:`corefsearch.io.atomic_directory` names its
+    own (``.NAME.<random>.partial``), so that the next writer of ``target`` cleans up what a killed
+    run left; with ``target``'s permissions."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    shutil.copymode(target, tmp)
+    return tmp
+
+
+def _rename(source: Path, destination: Path) -> None:
+    os.replace(source, destination)
+
+
+def _switch(pairs: Sequence[tuple[Path, Path]]) -> None:
+    """Move each staged folder onto its target, the old target kept as ``.NAME.old`` until all are
+    in place; on an error, put every old target back. Then remove the old ones."""
+    done: list[tuple[Path, Path]] = []
+    try:
+        for target, staged in pairs:
+            old = target.with_name(f".{target.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            _rename(target, old)
+            try:
+                _rename(staged, target)
+            except BaseException:
+                _rename(old, target)
+                raise
+            done.append((target, old))
+    except BaseException:
+        for target, old in reversed(done):
+            trash = target.with_name(f".{target.name}.rollback")
+            shutil.rmtree(trash, ignore_errors=True)
+            os.replace(target, trash)
+            os.replace(old, target)
+            shutil.rmtree(trash, ignore_errors=True)
+        raise
+    for _, old in done:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# --- the dataset ------------------------------------------------------------------------------
+
+
+def _build_options(dataset: Dataset) -> BuildOptions:
+    from corefsearch.datasets.build import BuildOptions
+
+    recorded = dataset.manifest.get("options")
+    if not isinstance(recorded, dict):
+        raise InputError(f"{dataset.root / 'manifest.json'} records no build options; rebuild the dataset with "
+                         "`corefsearch build-dataset`")
+    options = BuildOptions(passage=recorded.get("passage", "sentence"), window=int(recorded.get("window", 3)),
+                           split_ratios=tuple(recorded.get("split_ratios", (0.8, 0.1, 0.1))),  # type: ignore[arg-type]
+                           seed=int(recorded.get("seed", 13)),
+                           splits=tuple(recorded.get("splits", ("train", "dev", "test"))),
+                           source=dict(recorded.get("source") or {}))
+    options.validate()
+    if options.passage == "window":
+        # A window passage holds the mentions of its neighbours too; which window is a mention's
+        # own (its query's) is not recorded in the dataset, so its queries could not be rebuilt.
+        raise InputError(f"{dataset.root} was built with --passage window, which `corefsearch add` does not "
+                         "support (a mention's own window is not recorded in the dataset); rebuild it with "
+                         "`corefsearch build-dataset` over all the documents")
+    return options
+
+
+def _documents(corpus: Path, options: BuildOptions, fixed: bool) -> Iterator[Any]:
+    """The new documents, read as the dataset's own source options say; ``fixed``: the dataset's passages
+    carry their document's split (split by corpus), so every new document must carry one too."""
+    from corefsearch.datasets.generic import CORPUS_FILE, read_generic
+    from corefsearch.segmentation import DEFAULT_SENTENCES
+
+    corpus = Path(corpus)
+    if corpus.is_file():
+        raise InputError(f"--corpus {corpus}: give the folder that holds {CORPUS_FILE} (and optionally "
+                         "mentions.jsonl), not a file")
+    if not (corpus / CORPUS_FILE).exists():
+        raise MissingArtefactError(f"--corpus {corpus}: no {CORPUS_FILE} in it; `corefsearch add` reads the generic "
+                                   f"format ({CORPUS_FILE}, optionally mentions.jsonl)")
+    source = options.source
+    mention_type = source.get("mention_type") or ("all" if source.get("format", "generic") == "generic" else "event")
+    return read_generic(corpus, passage="document" if options.passage == "document" else "sentence",
+                        sentences=source.get("sentences") or DEFAULT_SENTENCES, mention_type=mention_type,
+                        split_by="corpus" if fixed else "clusters", require_mentions=False)
+
+
+def _old_state(dataset: Dataset, writer: _DatasetWriter) -> tuple[set[str], int]:
+    """Load into ``writer`` what build knew of the dataset's passages and mentions: their ids and
+    the mention table, read back from the passages (each mention lies in one passage, its own, in
+    sentence and document passages). Returns the document ids and the number of passages."""
+    from corefsearch.datasets.build import _MentionRef
+
+    doc_ids: set[str] = set()
+    count = 0
+    seen_in: dict[str, str] = {}
+    for count, passage in enumerate(dataset.passages(), start=1):
+        writer.passage_ids.add(passage.id)
+        doc_ids.add(passage.doc_id)
+        if passage.split is not None:
+            writer.fixed_splits = True
+        for m in passage.mentions:
+            if m.mention_id in seen_in:
+                raise InputError(f"{dataset.passages_path}:{count}: mention {m.mention_id} is in passages "
+                                 f"{seen_in[m.mention_id]} and {passage.id}; `corefsearch add` needs a dataset whose "
+                                 "mentions each lie in one passage (rebuild it with `corefsearch build-dataset`)")
+            seen_in[m.mention_id] = passage.id
+            writer.mention_ids.add(m.mention_id)
+            writer.mentions.append(_MentionRef(m.mention_id, m.cluster_id, m.type, passage.id, m.start, m.end,
+                                               passage.split, [passage.id]))
+    return doc_ids, count
+
+
+def _queries(root: Path, splits: Sequence[str]) -> dict[str, str]:
+    """Query id -> its JSON line, all splits together."""
+    lines: dict[str, str] = {}
+    for split in splits:
+        path = root / "queries" / f"{split}.jsonl"
+        if path.exists():
+            for _, record in read_jsonl(path):
+                lines[str(record["id"])] = json.dumps(record, sort_keys=True)
+    return lines
+
+
+def _qrels(root: Path, splits: Sequence[str]) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    for split in splits:
+        path = root / "qrels" / f"{split}.txt"
+        if path.exists():
+            qrels.update(read_qrels(path))
+    return qrels
+
+
+def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSummary) -> int:
+    """Write the dataset with the new documents into ``staged``; return the old number of passages."""
+    from corefsearch.datasets import build
+
+    options = _build_options(dataset)
+    counts = dataset.manifest.get("counts") or {}
+    recorded = dataset.manifest.get("checksums", {}).get("passages.jsonl", "").removeprefix("sha256:")
+    if recorded and sha256_file(dataset.passages_path) != recorded:
+        raise InputError(f"{dataset.passages_path} changed since the dataset was built (its checksum is not the "
+                         "manifest's); rebuild the dataset with `corefsearch build-dataset`")
+    shutil.copyfile(dataset.passages_path, staged / "passages.jsonl")
+    writer = build._DatasetWriter(staged, options, append=True)
+    try:
+        doc_ids, old_count = _old_state(dataset, writer)
+        old_mentions = len(writer.mentions)
+        new = writer.summary
+        new.documents, new.passages = int(counts.get("documents", 0)), old_count
+        new.distractor_passages = int(counts.get("distractor_passages", 0))
+        new.mentions, new.mentions_dropped = old_mentions, int(counts.get("mentions_dropped", 0))
+        read = 0
+        documents = _documents(corpus, options, writer.fixed_splits)
+        for read, doc in enumerate(track(documents, "Reading documents"), start=1):
+            where = f"{Path(corpus) / 'corpus.jsonl'}: document {read} ({doc.doc_id})"
+            if safe_id(doc.doc_id) in doc_ids:
+                raise InputError(f"{where}: document {doc.doc_id} is already in the dataset {dataset.root}; "
+                                 "`corefsearch add` appends new documents only (give it another doc_id, or rebuild)")
+            writer.add_document(doc, where)
+    finally:
+        writer.close()
+    if read == 0:
+        raise InputError(f"--corpus {corpus}: holds no documents; nothing to add")
+    summary.documents = new.documents - int(counts.get("documents", 0))
+    summary.passages = new.passages - old_count
+    summary.mentions = new.mentions - old_mentions
+    summary.mentions_dropped = new.mentions_dropped - int(counts.get("mentions_dropped", 0))
+    summary.total_passages = new.passages
+    if summary.passages == 0:
+        raise InputError(f"--corpus {corpus}: none of its {read:,} document(s) gives a passage (no text, or none "
+                         f"in the split(s) {','.join(options.splits)}); nothing to add")
+    if summary.mentions_dropped:
+        warnings.warn(f"{summary.mentions_dropped} new mention(s) cross a passage boundary and were left out",
+                      stacklevel=3)
+
+    # Split by clusters: the clusters the dataset has keep their split (see the module doc).
+    old_splits = {str(record["cluster_id"]): str(record["split"])
+                  for _, record in read_jsonl(dataset.root / "clusters.jsonl")}
+    build._write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
+    build._check_splits(new, options, writer.fixed_splits, str(corpus))
+    build._write_manifest(staged, options, new)
+
+    manifest = json.loads((staged / "manifest.json").read_text(encoding="utf-8"))
+    manifest["created"] = dataset.manifest.get("created", manifest["created"])
+    manifest["updated"] = _now()
+    manifest["additions"] = [*dataset.manifest.get("additions", []),
+                             {"corpus": str(Path(corpus).resolve()), "added": manifest["updated"],
+                              "documents": summary.documents, "passages": summary.passages,
+                              "mentions": summary.mentions}]
+    write_json(staged / "manifest.json", manifest)
+
+    before_queries, after_queries = _queries(dataset.root, options.splits), _queries(staged, options.splits)
+    before_qrels, after_qrels = _qrels(dataset.root, options.splits), _qrels(staged, options.splits)
+    summary.new_queries = len(after_queries.keys() - before_queries.keys())
+    summary.changed_queries = sum(1 for qid in before_queries if after_qrels.get(qid) != before_qrels.get(qid))
+    summary.new_clusters = len({ref.cluster_id for ref in writer.mentions} - old_splits.keys())
+    return old_count
+
+
+def _new_passages(path: Path, old_count: int) -> Iterator[Passage]:
+    return islice(iter_passages(path), old_count, None)
+
+
+# --- Lucene -----------------------------------------------------------------------------------
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Copy the folder ``source`` into the existing ``target`` as hard links (Lucene writes every
+    file once and never changes it, so the copy may share them); ``write.lock`` and the manifest
+    are left out. A plain copy where the file system has no hard links."""
+    for entry in source.iterdir():
+        if entry.name in ("write.lock", "manifest.json"):
+            continue
+        destination = target / entry.name
+        if entry.is_dir():
+            destination.mkdir()
+            _link_tree(entry, destination)
+            continue
+        try:
+            os.link(entry, destination)
+        except OSError:
+            shutil.copy2(entry, destination)
+
+
+def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path, threads: int) -> int:
+    """Append the new passages to a hard-linked copy of ``index/lucene`` in ``staged``; return how many."""
+    from corefsearch.sparse import index as lucene
+    from corefsearch.sparse.java import ensure_java
+
+    manifest = lucene.load_lucene_manifest(index)
+    _link_tree(index / lucene.LUCENE_DIR, staged)
+    ensure_java()
+    from pyserini.index.lucene import LuceneIndexer
+
+    # The same indexing arguments as build_lucene_index, in Anserini's append mode.
+    main_dir, fields_dir = staged / "index", staged / lucene.FIELDS_DIR
+    with_fields = bool(manifest.get("options", {}).get("fields")) or (fields_dir.exists())
+    indexer = LuceneIndexer(str(main_dir), threads=threads, append=True,
+                            args=["-index", str(main_dir), "-storePositions", "-storeDocvectors", "-storeRaw"])
+    fields_indexer = (LuceneIndexer(str(fields_dir), threads=threads, append=True,
+                                    args=["-index", str(fields_dir), "-storeRaw", "-fields", *lucene.FIELDS])
+                      if with_fields else None)
+    stats = lucene._FieldStats()
+    count = 0
+    try:
+        passages = _new_passages(passages_path, old_count)
+        records = (lucene.indexed_records(passages, str(passages_path), stats=stats) if with_fields else
+                   ({"id": p.id, "contents": lucene.passage_contents(p.title, p.text), "title": p.title,
+                     "text": p.text} for p in passages))
+        batch: list[str] = []
+        fields_batch: list[str] = []
+        for record in records:
+            batch.append(json.dumps({key: record[key] for key in lucene.MAIN_KEYS}, ensure_ascii=False))
+            if fields_indexer is not None:
+                fields_batch.append(json.dumps({key: record[key] for key in ("id", "contents", *lucene.FIELDS)},
+                                               ensure_ascii=False))
+            count += 1
+            if len(batch) >= 2000:
+                indexer.add_batch_raw(batch)
+                batch = []
+                if fields_indexer is not None:
+                    fields_indexer.add_batch_raw(fields_batch)
+                    fields_batch = []
+        if batch:
+            indexer.add_batch_raw(batch)
+        if fields_batch and fields_indexer is not None:
+            fields_indexer.add_batch_raw(fields_batch)
+    finally:
+        indexer.close()
+        if fields_indexer is not None:
+            fields_indexer.close()
+    total = int(manifest.get("passages", 0)) + count
+    manifest.update({"passages_sha256": sha256_file(passages_path), "passages": total, "updated": _now(),
+                     "additions": [*manifest.get("additions", []), {"passages": count, "added": _now()}]})
+    if with_fields and "document_field" in manifest:
+        manifest["document_field"]["truncated_passages"] += stats.truncated_passages
+        manifest["document_field"]["truncated_documents"] += stats.truncated_documents
+    write_json(staged / "manifest.json", manifest)
+    return count
+
+
+# --- dense ------------------------------------------------------------------------------------
+
+
+def _dense_model(index: Path, encoder: str | BiEncoder | None, device: str) -> BiEncoder:
+    """The encoder the dense index was built with (or ``encoder``, if it encodes passages the same way)."""
+    from corefsearch.dense.indexing import load_dense_manifest, load_encoder
+
+    recorded = load_dense_manifest(index)["encoder"]
+    model = load_encoder(encoder if encoder is not None else recorded["reference"], device)
+    if model.passage_fingerprint() != recorded["passage_fingerprint"]:
+        raise InputError(f"the dense index {index} was built with encoder {recorded['reference']}, which encodes "
+                         "passages differently from the one given; add with --encoder "
+                         f"{recorded['reference']} (or leave --encoder out)")
+    return model
+
+
+def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path, model: BiEncoder,
+                 batch_size: int) -> int:
+    """Encode the new passages, add them to a copy of ``index/dense``'s FAISS index in ``staged``."""
+    import numpy as np
+
+    from corefsearch.dense import faiss_index
+    from corefsearch.dense import indexing as dense
+
+    folder = index / dense.DENSE_DIR
+    manifest = dense.load_dense_manifest(index)
+    faiss = faiss_index.read_index(folder / dense.FAISS_FILE)
+    with (folder / dense.IDS_FILE).open(encoding="utf-8") as handle:
+        old_ids = sum(1 for _ in handle)
+    if not faiss.ntotal == old_ids == int(manifest["passages"]) == old_count:
+        raise InputError(f"{folder} is inconsistent ({faiss.ntotal} vectors, {old_ids} ids, {manifest['passages']} "
+                         f"passages in its manifest, {old_count} in the dataset); rebuild it with "
+                         f"`corefsearch index DATASET --dense --encoder MODEL --out {index} --overwrite`")
+    parameters = manifest["faiss"]
+    if parameters.get("type") == "hnsw":
+        import faiss as faiss_module
+
+        faiss_module.downcast_index(faiss).hnsw.efConstruction = int(parameters["efConstruction"])
+    shutil.copyfile(folder / dense.IDS_FILE, staged / dense.IDS_FILE)
+    timer = [0.0]
+    count = 0
+    with (staged / dense.IDS_FILE).open("a", encoding="utf-8") as ids_handle:
+        passages = _new_passages(passages_path, old_count)
+        # The chunks of build_dense_index: only one chunk's texts and vectors in memory.
+        while chunk := list(islice(passages, dense.CHUNK_SIZE)):
+            vectors = None
+            for item in dense._encode_chunk(model, [p.title for p in chunk], [p.text for p in chunk], batch_size,
+                                            timer):
+                if not isinstance(item, int):
+                    vectors = item
+            assert vectors is not None
+            faiss.add(np.ascontiguousarray(vectors, dtype=np.float32))  # IVF-PQ: its trained quantiser
+            ids_handle.writelines(f"{p.id}\n" for p in chunk)
+            count += len(chunk)
+    faiss_index.write_index(faiss, staged / dense.FAISS_FILE)
+    dense.link_pyserini_names(staged)
+    addition: dict[str, Any] = {"passages": count, "added": _now(), "encode_seconds": round(timer[0], 3)}
+    if parameters.get("type") == "ivfpq":
+        addition["note"] = "added with the quantiser trained at build time (not retrained)"
+    manifest.update({"passages_sha256": sha256_file(passages_path), "passages": old_count + count,
+                     "updated": _now(), "additions": [*manifest.get("additions", []), addition]})
+    write_json(staged / dense.MANIFEST, manifest)
+    return count
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
+                  encoder: str | BiEncoder | None = None, device: str = "auto", batch_size: int = 64,
+                  threads: int = 2) -> AddSummary:
+    """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
+    ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
+    from corefsearch.datasets.dataset import check_built_from
+    from corefsearch.dense.indexing import DENSE_DIR
+    from corefsearch.sparse.index import LUCENE_DIR
+
+    started = time.perf_counter()
+    dataset_dir, corpus = Path(dataset_dir), Path(corpus)
+    dataset = Dataset(dataset_dir)
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+    if threads < 1:
+        raise InputError(f"--threads must be at least 1, got {threads}")
+    check_no_overlap(dataset_dir, "DATASET", {"--corpus": corpus})
+    _build_options(dataset)  # a dataset add cannot grow fails before anything is read
+
+    targets: list[tuple[Path, str]] = [(dataset_dir, "DATASET")]
+    plan: list[tuple[Path, str]] = []  # (index, "lucene" | "dense")
+    models: dict[Path, BiEncoder] = {}
+    for index in map(Path, dict.fromkeys(indexes)):
+        kinds = [kind for kind, name in (("lucene", LUCENE_DIR), ("dense", DENSE_DIR)) if (index / name).is_dir()]
+        if not kinds:
+            raise MissingArtefactError(f"--index {index}: holds no Lucene or dense index (no {index / LUCENE_DIR} "
+                                       f"or {index / DENSE_DIR}); build one with `corefsearch index`")
+        for kind in kinds:
+            if kind == "lucene":
+                from corefsearch.sparse.index import load_lucene_manifest
+
+                sha = load_lucene_manifest(index).get("passages_sha256")
+                rebuild = f"corefsearch index {dataset_dir} --out {index} --overwrite"
+            else:
+                from corefsearch.dense.indexing import load_dense_manifest
+
+                manifest = load_dense_manifest(index)
+                sha = manifest.get("passages_sha256")
+                rebuild = (f"corefsearch index {dataset_dir} --dense --encoder {manifest['encoder']['reference']} "
+                           f"--out {index} --overwrite")
+            check_built_from(dataset_dir, sha, f"the {kind} index {index}", rebuild)
+            plan.append((index, kind))
+            targets.append((index / (LUCENE_DIR if kind == "lucene" else DENSE_DIR), "--index"))
+    # Each output is replaced whole: none may hold or lie in another one, or in the corpus.
+    for target, option in targets[1:]:
+        check_no_overlap(target, option, {"DATASET": dataset_dir, "--corpus": corpus})
+    for index, kind in plan:
+        if kind == "dense":  # loaded and checked before any work
+            models[index] = _dense_model(index, encoder, device)
+    if not indexes:
+        warnings.warn(f"no --index given: the indexes of {dataset_dir} are left as they are and no longer match it "
+                      "(search refuses them); name each with --index next time", stacklevel=2)
+
+    summary = AddSummary(dataset_dir)
+    with output_locks(targets), contextlib.ExitStack() as cleanup:
+        staged: list[tuple[Path, Path]] = []
+
+        def stage(target: Path) -> Path:
+            folder = _staging_dir(target)
+            cleanup.callback(shutil.rmtree, folder, True)  # gone after the switch; removed on an error
+            staged.append((target, folder))
+            return folder
+
+        dataset_stage = stage(dataset_dir)
+        old_count = _stage_dataset(dataset, corpus, dataset_stage, summary)
+        passages_path = dataset_stage / "passages.jsonl"
+        for index, kind in plan:
+            if kind == "lucene":
+                added = _stage_lucene(index, passages_path, old_count, stage(index / LUCENE_DIR), threads)
+            else:
+                added = _stage_dense(index, passages_path, old_count, stage(index / DENSE_DIR), models[index],
+                                     batch_size)
+            summary.indexes.append(f"{index / kind} (+{added:,})")
+        _switch(staged)
+    summary.seconds = time.perf_counter() - started
+    return summary
