@@ -186,8 +186,12 @@ def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: P
     run = read_run(retrieved)
     rows = []
     for qid in sorted(qids):
-        hits = [Hit(pid, run[qid][pid]) for pid in rank_documents(run.get(qid, {}))]
+        ranked = [Hit(pid, run[qid][pid]) for pid in rank_documents(run.get(qid, {}))]
         mine = sorted(read.get(qid, []), key=lambda h: -h.score)
+        # The passages the reader read head the retriever's list: passages tied in score at the
+        # re-ranking depth may be ordered otherwise in the run file than in the search that read them.
+        read_ids = {h.passage_id for h in mine}
+        hits = [h for h in ranked if h.passage_id in read_ids] + [h for h in ranked if h.passage_id not in read_ids]
         fused = order_reranked(mine, hits, RERANK_K, fusion="rrf")
         rows += [RunRow(qid, hit.passage_id, rank, hit.score, "rrf") for rank, hit in enumerate(fused, 1)]
     out = root / f"{reranked.stem}-rrf.trec"
