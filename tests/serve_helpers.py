@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from test_dense_index import frequent_words, make_tiny_bert
+from tiny_models import frequent_words, make_tiny_bert
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.schema import Query

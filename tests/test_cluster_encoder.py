@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tiny_models import save_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -25,7 +26,6 @@ from corefsearch.errors import InputError
 from corefsearch.training import seed_everything
 
 runner = CliRunner(env={"COLUMNS": "250"})
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 # doc -> (topic, [sentence 0, sentence 1]); mentions: (id, doc, sentence N, word, cluster)
 DOCS = {
@@ -78,20 +78,9 @@ def split_ids(split: str) -> set[str]:
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
     words = dict.fromkeys(t for _, sentences in DOCS.values() for s in sentences
                           for t in re.findall(r"\w+|[^\w\s]", s.lower()))
-    (folder / "vocab.txt").write_text("\n".join(SPECIAL + list(words)) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(str(folder / "vocab.txt"))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=160)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), list(words), seed=0, max_positions=160)
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,12 @@ import collections
 import json
 import re
 import shutil
-import string
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tiny_models import frequent_words, make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -39,33 +39,9 @@ from corefsearch.sparse.search import Hit
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-# --- a tiny random BERT -----------------------------------------------------------------------
-
-
-def make_tiny_bert(folder: Path, words: list[str], seed: int) -> Path:
-    """A 2-layer, 32-wide BERT with random weights and a word + character WordPiece vocabulary."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    characters = list(string.ascii_lowercase + string.digits + string.punctuation)
-    vocab = list(dict.fromkeys(SPECIAL + characters + ["##" + c for c in characters] + words))
-    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)})
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=256)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def frequent_words(dataset: Path, n: int = 1500) -> list[str]:
-    counts: collections.Counter[str] = collections.Counter()
-    for passage in Dataset(dataset).passages():
-        counts.update(re.findall(r"[a-z0-9]+", f"{passage.title} {passage.text}".lower()))
-    return [word for word, _ in counts.most_common(n)]
+# --- a tiny random BERT (tests/tiny_models.py) ------------------------------------------------
 
 
 @pytest.fixture(scope="session")

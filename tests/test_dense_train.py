@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_models import save_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.dense.checkpoint import work_dir_for
@@ -69,7 +70,6 @@ EVENTS: dict[str, list[tuple[str, list[str]]]] = {
     ],
 }
 
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def write_corpus(folder: Path) -> None:
@@ -114,19 +114,7 @@ def one_thread() -> Any:
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary of the corpus."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(SPECIAL + corpus_words()) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(str(vocab))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), corpus_words(), seed=0, max_positions=128)
 
 
 def build(tmp_path_factory: pytest.TempPathFactory, ratios: tuple[float, float, float]) -> Path:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dense_index import frequent_words, make_tiny_bert
 from test_retriever_interface import both_indexes, dense_only  # noqa: F401  (module fixtures)
+from tiny_models import frequent_words, make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app

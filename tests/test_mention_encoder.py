@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_models import save_tiny_bert
 
 from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
@@ -25,7 +26,6 @@ from corefsearch.cluster.model import CLUSTERER_CONFIG, HEAD_WEIGHTS, ClustererC
 from corefsearch.cluster.pairs import MentionPair, positive_pairs, training_pairs
 from corefsearch.errors import InputError, MissingArtefactError
 
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 FILLER = [f"w{i}" for i in range(200)]
 
 # --- a hand-made dataset ---------------------------------------------------------------------------------
@@ -84,19 +84,7 @@ def words() -> list[str]:
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(SPECIAL + words()) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(str(vocab))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=160)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), words(), seed=0, max_positions=160)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 retriever folder (one export per encoder) and on a zero-shot model (`--out DIR`), `index --dense
 --backend onnx|onnx-int8` (passages) and `search`/`query --retriever dense --backend ...` (queries).
 
-A tiny randomly initialised BERT (test_dense_index.make_tiny_bert) over the small generic dataset
+A tiny randomly initialised BERT (tiny_models.make_tiny_bert) over the small generic dataset
 of test_dense_index, made into retrievers here."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import test_dense_index
+from tiny_models import frequent_words, make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -25,8 +26,7 @@ from corefsearch.errors import InputError, MissingArtefactError
 
 runner = CliRunner(env={"COLUMNS": "250"})
 small_dataset = test_dense_index.small_dataset
-make_tiny_bert, frequent_words, index_contents = (test_dense_index.make_tiny_bert, test_dense_index.frequent_words,
-                                                  test_dense_index.index_contents)
+index_contents = test_dense_index.index_contents
 CHUNK = 10
 
 

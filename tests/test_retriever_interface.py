@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from test_dense_index import frequent_words, make_tiny_bert
+from tiny_models import frequent_words, make_tiny_bert
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.indexing import build_dense_index
