@@ -310,6 +310,40 @@ def test_distractor_id_clashing_with_a_passage_id(news_corpus: Any, tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["distractors.jsonl", "news"]
 
 
+def _documents_with_ids(*specs: tuple[str, int]) -> list[Document]:
+    """One document per (doc_id, number of sentences); the first document holds two mentions of one cluster,
+    in two passages, so that the dataset has queries."""
+    documents = []
+    for number, (doc_id, sentences) in enumerate(specs):
+        text = " ".join(f"Sentence {i} of {doc_id}." for i in range(sentences))
+        units, start = [], 0
+        for i in range(sentences):
+            end = start + len(f"Sentence {i} of {doc_id}.")
+            units.append((start, end))
+            start = end + 1
+        mentions = [Mention(f"m{number}-{i}", doc_id, units[i][0], units[i][0] + 8, "c1")
+                    for i in range(min(2, sentences))] if number == 0 else []
+        documents.append(Document(doc_id, text, units=units, mentions=mentions))
+    return documents
+
+
+def test_documents_whose_ids_differ_only_in_white_space_clash(tmp_path: Path) -> None:
+    documents = _documents_with_ids(("first", 2), ("a b", 2), ("a_b", 3))
+    with pytest.raises(InputError, match=r"document 3 \(a_b\): passage id a_b-0 occurs twice"):
+        build_dataset(documents, tmp_path / "ds", BuildOptions(split_ratios=ALL_TEST))
+    assert not (tmp_path / "ds").exists()
+
+
+def test_ids_that_look_like_passage_ids_do_not_clash(tmp_path: Path) -> None:
+    # x-1 has the passage x-1-0; x has the passages x-0 and x-1: no id is given twice. A document
+    # without text gives no passage, so another document with its id is no clash either.
+    documents = _documents_with_ids(("x", 2), ("x-1", 1), ("x-1-0", 1), ("empty", 0), ("empty", 1))
+    summary = build_dataset(documents, tmp_path / "ds", BuildOptions(split_ratios=ALL_TEST))
+    ids = [p["id"] for p in read_jsonl(tmp_path / "ds" / "passages.jsonl")]
+    assert ids == ["x-0", "x-1", "x-1-0", "x-1-0-0", "empty-0"]
+    assert summary.passages == 5
+
+
 # --- manifest and atomicity -------------------------------------------------------------------
 
 

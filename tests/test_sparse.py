@@ -115,6 +115,40 @@ def test_index_holds_every_passage(subset_index: Path, passages: dict[str, Passa
 
 
 @java
+def test_index_in_small_batches_equals_the_index_in_one(subset_index: Path, subset_dataset: Path,
+                                                         sample_queries: list[Query], tmp_path: Path) -> None:
+    # Batches are read in a second thread while Anserini indexes the one before: whatever the batch
+    # size, every passage arrives once and the searches are those of the index built in one batch.
+    from corefsearch.sparse.index import build_lucene_index
+
+    build_lucene_index(subset_dataset, tmp_path / "small", batch_size=7, fields=True)
+    small, whole = BM25Searcher(tmp_path / "small"), BM25Searcher(subset_index)
+    assert small.num_passages == whole.num_passages == 852
+    for query in sample_queries:  # every matching passage (k = all): ties cannot cut the lists differently
+        assert ({(h.passage_id, h.score) for h in small.search_one(query, 852)}
+                == {(h.passage_id, h.score) for h in whole.search_one(query, 852)})
+    fields = BM25Searcher(tmp_path / "small", BM25Options(query_format="document"))
+    assert fields.formulate(sample_queries) == BM25Searcher(subset_index, BM25Options(query_format="document")
+                                                            ).formulate(sample_queries)
+
+
+@java
+def test_a_bad_passage_stops_the_indexing_and_closes_the_index(tmp_path: Path) -> None:
+    from corefsearch.sparse.index import index_passages
+
+    def passages() -> Any:
+        for i in range(5):
+            yield Passage(f"d-{i}", "d", "", f"Passage number {i} about floods.")
+        raise InputError("passages.jsonl:6: not a passage")
+
+    with pytest.raises(InputError, match=r"passages\.jsonl:6: not a passage"):
+        index_passages(passages(), tmp_path / "index", batch_size=2)
+    # The indexer was closed: the index opens again (Lucene's write lock released) and takes more.
+    added = index_passages(iter([Passage("e-0", "e", "", "More floods.")]), tmp_path / "index", append=True)
+    assert added == 1
+
+
+@java
 def test_index_matches_only_its_dataset(subset_index: Path, subset_dataset: Path, news_corpus: Any,
                                         tmp_path: Path) -> None:
     check_index_matches_dataset(subset_index, subset_dataset)

@@ -175,7 +175,7 @@ def _old_state(dataset: Dataset, writer: _DatasetWriter) -> tuple[set[str], int]
     count = 0
     seen_in: dict[str, str] = {}
     for count, passage in enumerate(dataset.passages(), start=1):
-        writer.passage_ids.add(passage.id)
+        writer.note_passage(passage.id)
         doc_ids.add(passage.doc_id)
         if passage.split is not None:
             writer.fixed_splits = True
@@ -306,50 +306,16 @@ def _link_tree(source: Path, target: Path) -> None:
 def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path, threads: int) -> int:
     """Append the new passages to a hard-linked copy of ``index/lucene`` in ``staged``; return how many."""
     from corefsearch.sparse import index as lucene
-    from corefsearch.sparse.java import ensure_java
 
     manifest = lucene.load_lucene_manifest(index)
     _link_tree(index / lucene.LUCENE_DIR, staged)
-    ensure_java()
-    from pyserini.index.lucene import LuceneIndexer
-
-    # The same indexing arguments as build_lucene_index, in Anserini's append mode.
+    # The indexing of build_lucene_index, in Anserini's append mode.
     main_dir, fields_dir = staged / "index", staged / lucene.FIELDS_DIR
     with_fields = bool(manifest.get("options", {}).get("fields")) or (fields_dir.exists())
-    indexer = LuceneIndexer(str(main_dir), threads=threads, append=True,
-                            args=["-index", str(main_dir), "-storePositions", "-storeDocvectors", "-storeRaw"])
-    fields_indexer = (LuceneIndexer(str(fields_dir), threads=threads, append=True,
-                                    args=["-index", str(fields_dir), "-storeRaw", "-fields", *lucene.FIELDS])
-                      if with_fields else None)
     stats = lucene._FieldStats()
-    count = 0
-    try:
-        passages = _new_passages(passages_path, old_count)
-        records = (lucene.indexed_records(passages, str(passages_path), stats=stats) if with_fields else
-                   ({"id": p.id, "contents": lucene.passage_contents(p.title, p.text), "title": p.title,
-                     "text": p.text} for p in passages))
-        batch: list[str] = []
-        fields_batch: list[str] = []
-        for record in records:
-            batch.append(json.dumps({key: record[key] for key in lucene.MAIN_KEYS}, ensure_ascii=False))
-            if fields_indexer is not None:
-                fields_batch.append(json.dumps({key: record[key] for key in ("id", "contents", *lucene.FIELDS)},
-                                               ensure_ascii=False))
-            count += 1
-            if len(batch) >= 2000:
-                indexer.add_batch_raw(batch)
-                batch = []
-                if fields_indexer is not None:
-                    fields_indexer.add_batch_raw(fields_batch)
-                    fields_batch = []
-        if batch:
-            indexer.add_batch_raw(batch)
-        if fields_batch and fields_indexer is not None:
-            fields_indexer.add_batch_raw(fields_batch)
-    finally:
-        indexer.close()
-        if fields_indexer is not None:
-            fields_indexer.close()
+    count = lucene.index_passages(_new_passages(passages_path, old_count), main_dir,
+                                  fields_dir if with_fields else None, threads=threads, append=True,
+                                  where=str(passages_path), stats=stats)
     total = int(manifest.get("passages", 0)) + count
     manifest.update({"passages_sha256": sha256_file(passages_path), "passages": total, "updated": _now(),
                      "additions": [*manifest.get("additions", []), {"passages": count, "added": _now()}]})

@@ -209,6 +209,32 @@ def _is_dense(retriever: str) -> bool:
     return retriever in ("dense", "hybrid")
 
 
+RayOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--ray", help="Run the heavy stage on a Ray cluster: auto (the cluster of RAY_ADDRESS or one started on this "
+                  "machine with `ray start --head`, else a local one for this run) | HOST:PORT (the head's address) "
+                  "| ray://HOST:PORT. Same results as without; the dataset and model paths must be visible on every "
+                  "node. Needs `pip install \"corefsearch[ray]\"`.")]
+RayWorkersOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="With --ray: workers (one model each; default: as many as the cluster has CPUs, or GPUs with "
+         "--device cuda).")]
+RayCpusOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
+    help="With --ray: CPUs (and model threads) per worker (default 1).")]
+
+
+def _ray(address: str | None, workers: int | None, cpus: float | None) -> Any:
+    """The Ray options of ``--ray``, or None; ``--ray-workers`` and ``--ray-cpus-per-worker`` need ``--ray``."""
+    if address is None:
+        if workers is not None or cpus is not None:
+            raise CorefSearchError("--ray-workers and --ray-cpus-per-worker size the Ray workers: "
+                                   "add --ray auto|ADDRESS")
+        return None
+    from corefsearch.distributed import RayOptions
+
+    options = RayOptions(address, workers, 1.0 if cpus is None else cpus)
+    options.validate()
+    return options
+
+
 @app.command("index")
 @user_errors
 def index_command(
@@ -237,6 +263,9 @@ def index_command(
     backend: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="With --dense: run the passage encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the "
              "CPU, from the export `corefsearch export-onnx MODEL_DIR` writes; recorded in the manifest).")] = None,
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
     """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
     from corefsearch.pipeline import DenseIndexOptions, index_dataset
@@ -245,11 +274,18 @@ def index_command(
     dense_options = None
     if dense:
         dense_options = DenseIndexOptions(encoder, faiss_type, batch_size, shard, merge_shards, device, chunk_size,
-                                          backend=backend or "torch")
-    elif encoder is not None or shard is not None or merge_shards is not None or backend is not None:
-        raise CorefSearchError("--encoder, --shard, --merge-shards and --backend build the dense index: add --dense")
+                                          backend=backend or "torch",
+                                          ray=_ray(ray, ray_workers, ray_cpus_per_worker))
+    elif (encoder is not None or shard is not None or merge_shards is not None or backend is not None
+          or ray is not None):
+        raise CorefSearchError("--encoder, --shard, --merge-shards, --backend and --ray build the dense index: "
+                               "add --dense")
     summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite, fields=fields)
     print_index_summary(summary, console)
+    if getattr(summary, "ray_workers", None):
+        console.print(f"Encoded on Ray by {summary.ray_workers} workers; their shards are in "
+                      f"{summary.path.parent / 'dense-shards'} (`--merge-shards {summary.ray_workers} --faiss TYPE` "
+                      "builds another FAISS type from them without encoding again)", markup=False, soft_wrap=True)
 
 
 @app.command("add")
@@ -308,8 +344,13 @@ def search_command(
     save_topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="Also write the BM25 query strings as a Pyserini topics file (qid<TAB>query, e.g. topics.tsv), "
              "for `python -m pyserini.search.lucene --topics FILE.tsv --bm25`.")] = None,
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
-    """Search every query of a queries file; write a TREC run (the query's own passage left out)."""
+    """Search every query of a queries file; write a TREC run (the query's own passage left out).
+
+    With --reader and --ray, the re-ranking runs on a Ray cluster."""
     from corefsearch.pipeline import search_to_run
 
     summary = search_to_run(index, queries, out, k=k,
@@ -317,7 +358,7 @@ def search_command(
                             retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend),
                             reader=_reader(reader, rerank_k, device, rerank_fusion, backend, _is_dense(retriever)),
                             spans_out=spans_out,
-                            save_topics=save_topics)
+                            save_topics=save_topics, ray=_ray(ray, ray_workers, ray_cpus_per_worker))
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
                   markup=False)
@@ -583,6 +624,9 @@ def cluster_command(
                  ] = None,
     batch_size: Annotated[int, typer.Option(help="With --method encoder: mentions encoded per batch.")] = 64,
     device: Annotated[str, typer.Option(help="With --method encoder: auto | cpu | cuda")] = "auto",
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
     """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons;
     or a trained mention encoder)."""
@@ -590,7 +634,7 @@ def cluster_command(
 
     summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
                               topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
-                              batch_size=batch_size, device=device)
+                              batch_size=batch_size, device=device, ray=_ray(ray, ray_workers, ray_cpus_per_worker))
     wrote = f"{summary.out}" + (f" and {summary.conll}" if summary.conll is not None else "")
     at = f" at τ {summary.threshold:g}" if summary.threshold is not None else ""
     stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"

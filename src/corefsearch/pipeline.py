@@ -10,7 +10,7 @@ highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.ru
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ class DenseIndexOptions:
     device: str = "auto"
     chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
     backend: str = "torch"  # the passage encoder's runtime: torch | onnx | onnx-int8 (`corefsearch export-onnx`)
+    ray: Any = None  # corefsearch.distributed.RayOptions: encode on a Ray cluster (`--ray`)
 
     def validate(self) -> None:
         """Every option checked before any work (the dense index builder checks them again)."""
@@ -68,6 +69,11 @@ class DenseIndexOptions:
             raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {self.merge_shards}")
         if self.shard is not None:
             parse_shard(self.shard)
+        if self.ray is not None:
+            self.ray.validate()
+            if self.shard is not None or self.merge_shards is not None:
+                raise InputError("--ray encodes every shard on the cluster and merges them: leave out --shard and "
+                                 "--merge-shards")
 
 
 def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None = None, threads: int = 2,
@@ -93,6 +99,12 @@ def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None 
     if not dense.encoder:
         raise InputError("--dense needs --encoder: a retriever folder from `corefsearch train retriever`, "
                          "a Hugging Face model name or folder, or `default` (all-MiniLM-L6-v2, zero-shot)")
+    if dense.ray is not None:
+        from corefsearch.distributed import build_dense_index_on_ray
+
+        return build_dense_index_on_ray(dataset_dir, out, dense.encoder, dense.ray, faiss_type=dense.faiss_type,
+                                        batch_size=dense.batch_size, device=dense.device, overwrite=overwrite,
+                                        chunk_size=dense.chunk_size, backend=dense.backend)
     shard = parse_shard(dense.shard) if dense.shard is not None else None
     return build_dense_index(dataset_dir, out, dense.encoder, faiss_type=dense.faiss_type,
                              batch_size=dense.batch_size, shard=shard, device=dense.device, overwrite=overwrite,
@@ -146,12 +158,19 @@ def _search_outputs(a: dict[str, Any]) -> list[Output]:
 def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                   options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
                   reader: ReaderOptions | None = None, spans_out: Path | None = None,
-                  save_topics: Path | None = None) -> SearchSummary:
+                  save_topics: Path | None = None, ray: Any = None) -> SearchSummary:
     """Search every query of ``queries_path`` and write the TREC run ``out`` atomically; with a
     ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
     ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25
-    query strings as a Pyserini topics file (``qid<TAB>query``)."""
+    query strings as a Pyserini topics file (``qid<TAB>query``). ``ray``
+    (``corefsearch.distributed.RayOptions``): the re-ranking runs on a Ray cluster, with the
+    same run and spans."""
     options, retrieval = _checked_options(options, retrieval, k)
+    if ray is not None:
+        if reader is None:
+            raise InputError("--ray spreads the reader's re-ranking over a Ray cluster (retrieval runs here): add "
+                             "--reader MODEL_DIR")
+        ray.validate()
     if save_topics is not None and not retrieval.uses_bm25:
         raise InputError("--save-topics writes the BM25 query strings: use it with --retriever bm25 or hybrid")
     if reader is not None:
@@ -174,7 +193,8 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     fields = retriever.describe()
     if "fusion" in fields:
         fields["fusion"]["depth"] = k  # each retriever's list, before fusing
-    loaded_reader = reader.load() if reader is not None else None
+    # With --ray the workers load the reader; here it is loaded for its settings and checks only, on the CPU.
+    loaded_reader = (None if reader is None else reader.load() if ray is None else replace(reader, device="cpu").load())
     if save_topics is not None:
         save_topics_file(save_topics, queries, retriever.formulate(queries))  # type: ignore[attr-defined]
     writer = RunWriter(Path(out), spans_out)
@@ -190,8 +210,15 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         reranked, span_records = [], []
         reading = time.perf_counter()
         fusion, fusion_from_model = reader.fusion_for(loaded_reader)
-        for query, hits in track(retrieved, "Re-ranking"):
-            ranked, read = rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, fusion)
+        workers = None
+        if ray is not None:
+            from corefsearch.distributed import rerank_on_ray
+
+            pairs, workers = rerank_on_ray(reader, retrieved, texts, fusion, ray)
+        else:
+            pairs = (rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, fusion)
+                     for query, hits in track(retrieved, "Re-ranking"))
+        for (query, _), (ranked, read) in zip(retrieved, pairs, strict=True):
             reranked.append((query, ranked))
             span_records.extend(hit.span_record(query.id) for hit in read)
         tag = f"{tag}+reader-{loaded_reader.config.head}" + ("-rrf" if fusion == "rrf" else "")
@@ -201,6 +228,8 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                             "fusion": fusion, "fusion_from": "model" if fusion_from_model else "--rerank-fusion",
                             "backend": reader.backend, "spans": str(writer.spans_path.resolve()),
                             "seconds": round(time.perf_counter() - reading, 3)}
+        if workers is not None:
+            fields["reader"]["ray"] = {"workers": workers}
         results = iter(reranked)
     rows = writer.write_run(results, tag)
     summary = SearchSummary(len(queries), rows, time.perf_counter() - started, Path(out))

@@ -15,7 +15,7 @@ training picks on dev). The config is read strictly (:func:`corefsearch.artefact
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +107,23 @@ def _head_module(config: ClustererConfig, width: int) -> Any:
             self.mention = _mlp(width, config.mlp_hidden, config.mlp_out, config.dropout)
 
     return ClustererHead()
+
+
+@dataclass
+class EncodingPlan:
+    """What :meth:`MentionEncoder.encode` runs: the distinct tokenised ``inputs``, the ``batches`` (rows of
+    ``inputs``, in order of length) and ``slot`` (record i's vector is row ``slot[i]`` of the inputs')."""
+
+    inputs: list[EncoderInput]
+    batches: list[list[int]]
+    slot: np.ndarray
+
+    def assemble(self, outputs: Iterable[np.ndarray], dimension: int) -> np.ndarray:
+        """The records' vectors, in their order, from the vectors of each batch (in batch order)."""
+        vectors = np.zeros((len(self.inputs), dimension), dtype=np.float32)
+        for rows, output in zip(self.batches, outputs, strict=True):
+            vectors[rows] = output
+        return vectors[self.slot]
 
 
 class MentionEncoder(EncoderWithHead):
@@ -207,18 +224,8 @@ class MentionEncoder(EncoderWithHead):
         vector = torch.cat([self.head.cls(cls), self.head.mention(summed)], dim=-1)
         return F.normalize(vector, dim=-1)
 
-    def encode(self, records: Sequence[MentionRecord], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """The vectors of ``records`` (float32, unit length, in order), in evaluation mode.
-
-        The records are tokenised first; identical inputs (the same mention in the same sentence under
-        the same two opening sentences: copies of one wire story in a news archive) are encoded once,
-        and the rest in order of length, so that a batch pads its inputs to a similar length (on ECB+
-        this saves a third of the work of batches in corpus order); the vectors come back in the
-        records' order. ``progress``: a progress bar over the batches."""
-        import torch
-
-        from corefsearch.progress import track
-
+    def plan(self, records: Sequence[MentionRecord], batch_size: int = 32) -> EncodingPlan:
+        """The batches :meth:`encode` runs for ``records``: identical inputs once, the rest in order of length."""
         if batch_size < 1:
             raise InputError(f"--batch-size must be at least 1, got {batch_size}")
         unique: dict[tuple[Any, ...], int] = {}
@@ -232,18 +239,37 @@ class MentionEncoder(EncoderWithHead):
                 inputs.append(item)
             slot[i] = unique[key]
         order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].input_ids))
-        starts = range(0, len(order), batch_size)
-        if progress:
-            starts = track(starts, "Encoding mentions", total=len(starts))
+        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        return EncodingPlan(inputs, batches, slot)
+
+    def encode_batches(self, batches: Iterable[Sequence[EncoderInput]]) -> list[np.ndarray]:
+        """The vectors of each batch of tokenised inputs (float32, unit length), in evaluation mode.
+        The same batches give the same numbers wherever they run (``corefsearch.distributed`` sends
+        the batches of one :meth:`plan` to Ray workers)."""
+        import torch
+
         was_training = self.model.training
         self.train(False)
-        vectors = np.zeros((len(inputs), self.dimension), dtype=np.float32)
         try:
             with torch.inference_mode():
-                for start in starts:
-                    rows = order[start:start + batch_size]
-                    vectors[rows] = self.forward([inputs[i] for i in rows]).float().cpu().numpy()
+                return [self.forward(list(batch)).float().cpu().numpy() for batch in batches]
         finally:
             self.train(was_training)
-        self.last_unique_inputs = len(inputs)
-        return vectors[slot]
+
+    def encode(self, records: Sequence[MentionRecord], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """The vectors of ``records`` (float32, unit length, in order), in evaluation mode.
+
+        The records are tokenised first; identical inputs (the same mention in the same sentence under
+        the same two opening sentences: copies of one wire story in a news archive) are encoded once,
+        and the rest in order of length, so that a batch pads its inputs to a similar length (on ECB+
+        this saves a third of the work of batches in corpus order); the vectors come back in the
+        records' order. ``progress``: a progress bar over the batches."""
+        from corefsearch.progress import track
+
+        plan = self.plan(records, batch_size)
+        batches: Iterable[list[EncoderInput]] = ([plan.inputs[i] for i in rows] for rows in plan.batches)
+        if progress:
+            batches = track(batches, "Encoding mentions", total=len(plan.batches))
+        vectors = plan.assemble(self.encode_batches(batches), self.dimension)
+        self.last_unique_inputs = len(plan.inputs)
+        return vectors

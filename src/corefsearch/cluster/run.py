@@ -42,19 +42,20 @@ def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
 def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str = "test", scope: str = "topic",
                     conll: Path | None = None, topic_threshold: float | None = None, model: Path | None = None,
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                    device: str = "auto") -> ClusterSummary:
+                    device: str = "auto", ray: Any = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``.
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
     (``threshold``, default the model's), ``k`` neighbours of the corpus scope's kNN graph (default 50),
-    the encoding ``batch_size`` and ``device`` (see ``encoder.py``)."""
+    the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``ray``
+    (``corefsearch.distributed.RayOptions``): the mentions are encoded on a Ray cluster, to the same vectors."""
     started = time.perf_counter()
     if method not in ALL_METHODS:
         raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
     if method != "encoder":
-        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k))
-                 if value is not None]
+        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
+                                          ("--ray", ray)) if value is not None]
         if given:
             raise InputError(f"{', '.join(given)}: only with --method encoder (the trained mention encoder), "
                              f"not with --method {method}")
@@ -72,6 +73,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         from corefsearch.dense.encoder import check_device
 
         check_device(device)
+        if ray is not None:
+            ray.validate()
     if scope not in SCOPES:
         raise InputError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     if topic_threshold is not None and scope != "predicted-topic":
@@ -91,7 +94,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         stages = {}
         assignment, tau, encoded = _encoder_assignment(Path(dataset), split, found.mentions, groups, scope,
                                                        Path(model), threshold, DEFAULT_K if k is None else k,
-                                                       batch_size, device, stages)
+                                                       batch_size, device, stages, ray)
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
     write_clusters(out, assignment)
@@ -104,7 +107,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
 
 def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention], groups: dict[str, str],
                         scope: str, model: Path, threshold: float | None, k: int, batch_size: int,
-                        device: str, stages: dict[str, float]) -> tuple[dict[str, str], float, int]:
+                        device: str, stages: dict[str, float], ray: Any = None) -> tuple[dict[str, str], float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours; the assignment, the τ used and the
     number of distinct inputs encoded. The seconds of the two steps go into ``stages``."""
@@ -112,7 +115,8 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     from corefsearch.cluster.model import MentionEncoder
     from corefsearch.dense.encoder import resolve_device
 
-    encoder = MentionEncoder.load(model, resolve_device(device))
+    # With --ray the workers encode; here the encoder tokenises and batches, on the CPU.
+    encoder = MentionEncoder.load(model, resolve_device("cpu" if ray is not None else device))
     tau = encoder.config.threshold if threshold is None else threshold
     if tau is None:
         raise InputError(f"{model}: the mention encoder records no threshold (it was trained without a dev split); "
@@ -122,7 +126,12 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
         raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")
     started = time.perf_counter()
-    vectors = encoder.encode(records, batch_size=batch_size, progress=True)
+    if ray is not None:
+        from corefsearch.distributed import encode_mentions_on_ray
+
+        vectors = encode_mentions_on_ray(encoder, model, records, batch_size, device, ray)
+    else:
+        vectors = encoder.encode(records, batch_size=batch_size, progress=True)
     stages["encode"] = time.perf_counter() - started
     types = {m.mention_id: m.type for m in mentions}
     started = time.perf_counter()

@@ -139,19 +139,34 @@ class _DatasetWriter:
         self.options = options
         # append: `corefsearch add` continues a copy of an existing passages file (see corefsearch/add.py).
         self.handle = (root / "passages.jsonl").open("a" if append else "w", encoding="utf-8")
-        self.passage_ids: set[str] = set()
+        # Passage ids are ``KEY-N`` (KEY: the document's safe id, N: the passage's position, digits
+        # only), so two passages share an id exactly when their documents share a key and both have
+        # passages: the keys of the documents written so far are all the duplicate check needs, one
+        # entry per document rather than per passage (memory grows with the documents, not the
+        # passages of a large collection).
+        self.document_keys: set[str] = set()
         self.mentions: list[_MentionRef] = []
         self.mention_ids: set[str] = set()
         self.summary = BuildSummary(out=root)
         self.fixed_splits = False
 
-    def _write_passage(self, passage: Passage, where: str) -> None:
-        if passage.id in self.passage_ids:
-            raise InputError(f"{where}: passage id {passage.id} occurs twice (document ids must be unique, "
-                             "also after white space is replaced by '_')")
-        self.passage_ids.add(passage.id)
-        self.handle.write(dump_json_line(passage.to_json()))
-        self.summary.passages += 1
+    def note_passage(self, passage_id: str) -> None:
+        """Count a passage already in the file (``corefsearch add``) against later duplicates."""
+        self.document_keys.add(passage_id.rsplit("-", 1)[0])
+
+    def _write_passages(self, key: str, passages: Iterable[Passage], where: str) -> int:
+        """Write the passages of the document whose safe id is ``key``; how many."""
+        written = 0
+        for passage in passages:
+            if not written:
+                if key in self.document_keys:
+                    raise InputError(f"{where}: passage id {passage.id} occurs twice (document ids must be unique, "
+                                     "also after white space is replaced by '_')")
+                self.document_keys.add(key)
+            self.handle.write(dump_json_line(passage.to_json()))
+            written += 1
+        self.summary.passages += written
+        return written
 
     def add_document(self, doc: Document, where: str) -> None:
         doc.validate(where)
@@ -186,19 +201,19 @@ class _DatasetWriter:
                                              mention.start - offset, mention.end - offset, doc.split,
                                              [ids[i] for i in inside]))
             self.summary.mentions += 1
-        for i, (start, end) in enumerate(windows):
-            self._write_passage(Passage(ids[i], doc.doc_id, doc.title, doc.text[start:end], contained[i],
-                                        doc.split, doc.topic), where)
+        self._write_passages(doc_key, (Passage(ids[i], doc.doc_id, doc.title, doc.text[start:end], contained[i],
+                                               doc.split, doc.topic) for i, (start, end) in enumerate(windows)), where)
 
     def add_distractor(self, doc: Document, where: str) -> None:
         doc.validate(where)
         if doc.mentions:
             raise InputError(f"{where}: distractor {doc.doc_id} holds mentions; distractors are passages "
                              "without mentions")
-        for i, (start, end) in enumerate(_windows(doc.units, self.options.passage, self.options.window)):
-            self._write_passage(Passage(f"{safe_id(doc.doc_id)}-{i}", doc.doc_id, doc.title,
-                                        doc.text[start:end]), where)
-            self.summary.distractor_passages += 1
+        key = safe_id(doc.doc_id)
+        windows = _windows(doc.units, self.options.passage, self.options.window)
+        self.summary.distractor_passages += self._write_passages(
+            key, (Passage(f"{key}-{i}", doc.doc_id, doc.title, doc.text[start:end])
+                  for i, (start, end) in enumerate(windows)), where)
 
     def close(self) -> None:
         self.handle.close()

@@ -89,6 +89,7 @@ class DenseIndexSummary:
     shard: tuple[int, int] | None = None
     shards_present: int = 0  # for a shard: how many of the N shards are complete now
     merged_shards: int | None = None
+    ray_workers: int | None = None  # encoded on a Ray cluster by this many workers (corefsearch.distributed)
 
     @property
     def passages_per_second(self) -> float:
@@ -396,11 +397,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     from the encoder folder's export), recorded in the manifest's ``encoding``."""
     started = time.perf_counter()
     dataset = Dataset(dataset_dir)
-    faiss_index.check_faiss_type(faiss_type)
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
-    if chunk_size < 1:
-        raise InputError(f"the chunk size must be at least 1, got {chunk_size}")
+    check_build_options(faiss_type, batch_size, chunk_size)
     if shard is not None:
         check_shard(shard)
     out = Path(out)
@@ -422,10 +419,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     chunks = shard_chunks(n_chunks, shard)
     plan = _Plan(count, chunk_size, chunks, set())
     partial = target.with_name(target.name + ".partial")
-    _open_partial(partial, {"kind": PARTIAL_KIND, "passages_sha256": passages_sha256, "passages": count,
-                            "passage_fingerprint": encoder_info["passage_fingerprint"],
-                            "dimension": dimension, "chunk_size": chunk_size, "rows": list(plan.rows),
-                            "shard": list(shard) if shard else None, "backend": backend})
+    _open_partial(partial, partial_record(passages_sha256, count, encoder_info, plan, shard, backend))
     chunks_dir = partial / "chunks"
     plan.done = {n for n in chunks
                  if _chunk_is_complete(chunks_dir, n, plan.size([n]), dimension)}
@@ -437,12 +431,9 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     for _ in track(_encode_pending(dataset, model, plan, chunks_dir, batch_size, timer), label, total=todo):
         pass
     files = VectorFiles([_chunk_paths(chunks_dir, n) for n in chunks], dimension)
-    encoding = {"batch_size": batch_size, "chunk_size": chunk_size, "device": model.passage_encoder.device,
-                "backend": backend, "encoded": todo, "resumed": resumed, "seconds": round(timer[0], 3),
-                "passages_per_second": round(todo / timer[0], 2) if timer[0] else None}
-    common = {"format_version": FORMAT_VERSION, "corefsearch_version": __version__,
-              "dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256,
-              "passages": count, "encoder": encoder_info}
+    encoding = encoding_record(batch_size, chunk_size, model.passage_encoder.device, backend, todo, resumed,
+                               timer[0])
+    common = common_fields(dataset_dir, passages_sha256, count, encoder_info)
 
     if shard is None:
         assert parameters is not None
@@ -453,17 +444,61 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
                                  dimension, faiss_type=faiss_type)
 
     first, last = plan.rows
+    write_shard(target, files, plan, shard, common, encoding, overwrite, started)
+    shutil.rmtree(partial, ignore_errors=True)
+    present = sum(1 for i in range(shard[1]) if (out / SHARDS_DIR / shard_name((i, shard[1])) / MANIFEST).exists())
+    return DenseIndexSummary(target, last - first, todo, resumed, time.perf_counter() - started, timer[0],
+                             dimension, shard=shard, shards_present=present)
+
+
+def check_build_options(faiss_type: str, batch_size: int, chunk_size: int) -> None:
+    """The options of an encoding, checked before any work (also by the Ray path)."""
+    faiss_index.check_faiss_type(faiss_type)
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+    if chunk_size < 1:
+        raise InputError(f"the chunk size must be at least 1, got {chunk_size}")
+
+
+def partial_record(passages_sha256: str, count: int, encoder_info: dict[str, Any], plan: _Plan,
+                   shard: tuple[int, int] | None, backend: str) -> dict[str, Any]:
+    """The manifest of an encoding in progress (``*.partial``): what a resumed run must match. The
+    Ray path (``corefsearch.distributed``) writes the same one, so its shards and ``--shard I/N``
+    resume each other's chunks."""
+    return {"kind": PARTIAL_KIND, "passages_sha256": passages_sha256, "passages": count,
+            "passage_fingerprint": encoder_info["passage_fingerprint"],
+            "dimension": int(encoder_info["dimension"]), "chunk_size": plan.chunk_size, "rows": list(plan.rows),
+            "shard": list(shard) if shard else None, "backend": backend}
+
+
+def encoding_record(batch_size: int, chunk_size: int, device: str, backend: str, encoded: int, resumed: int,
+                    seconds: float) -> dict[str, Any]:
+    """The ``encoding`` field of a dense index or shard manifest."""
+    return {"batch_size": batch_size, "chunk_size": chunk_size, "device": device, "backend": backend,
+            "encoded": encoded, "resumed": resumed, "seconds": round(seconds, 3),
+            "passages_per_second": round(encoded / seconds, 2) if seconds else None}
+
+
+def common_fields(dataset_dir: Path, passages_sha256: str, count: int, encoder_info: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """The fields every dense index and shard manifest starts with."""
+    return {"format_version": FORMAT_VERSION, "corefsearch_version": __version__,
+            "dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256,
+            "passages": count, "encoder": encoder_info}
+
+
+def write_shard(target: Path, files: VectorFiles, plan: _Plan, shard: tuple[int, int], common: dict[str, Any],
+                encoding: dict[str, Any], overwrite: bool, started: float) -> None:
+    """Write shard ``target`` (``vectors.npy``, ``ids.txt``, ``manifest.json``) atomically from the
+    vector files of its chunks."""
+    first, last = plan.rows
     with atomic_directory(target, overwrite=overwrite) as tmp:
-        _concatenate(files, last - first, dimension, tmp / VECTORS_FILE)
+        _concatenate(files, last - first, files.dimension, tmp / VECTORS_FILE)
         with atomic_file(tmp / IDS_FILE) as handle:
             handle.writelines(f"{passage_id}\n" for passage_id in files.ids())
         write_json(tmp / MANIFEST, {"kind": SHARD_KIND, **common, "shard": list(shard), "rows": [first, last],
                                      "encoding": encoding, "created": _now(), "versions": versions(),
                                      "seconds": round(time.perf_counter() - started, 3)})
-    shutil.rmtree(partial, ignore_errors=True)
-    present = sum(1 for i in range(shard[1]) if (out / SHARDS_DIR / shard_name((i, shard[1])) / MANIFEST).exists())
-    return DenseIndexSummary(target, last - first, todo, resumed, time.perf_counter() - started, timer[0],
-                             dimension, shard=shard, shards_present=present)
 
 
 def _concatenate(files: VectorFiles, rows: int, dimension: int, path: Path) -> None:

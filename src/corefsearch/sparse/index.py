@@ -21,7 +21,9 @@ import json
 import time
 import warnings
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -121,60 +123,94 @@ def indexed_records(passages: Iterable[Passage], where: str = "passages",
         yield from flush()
 
 
+# The arguments of Anserini's indexer for the main index and for the fields index (``-fields``).
+MAIN_INDEX_ARGS = ("-storePositions", "-storeDocvectors", "-storeRaw")
+FIELDS_INDEX_ARGS = ("-storeRaw", "-fields", *FIELDS)
+BATCH_SIZE = 2000  # JSON records handed to Anserini at once
+
+
+def index_passages(passages: Iterable[Passage], index_dir: Path, fields_dir: Path | None = None, *,
+                   threads: int = 2, append: bool = False, where: str = "passages",
+                   stats: _FieldStats | None = None, batch_size: int = BATCH_SIZE) -> int:
+    """Write ``passages`` into the Lucene index ``index_dir`` and, when ``fields_dir`` is given, their
+    fields into the fields index there, through Pyserini's ``LuceneIndexer`` (Anserini's
+    ``SimpleIndexer``) in batches of ``batch_size`` raw JSON records; ``append`` adds to existing
+    indexes (Anserini's ``-append``). Streamed: two batches (the one being indexed and the next) and,
+    with fields, one document in memory.
+    The indexers are closed (the indexes committed) on return; the number of passages is returned.
+    ``corefsearch index`` and ``corefsearch add`` both write through here, so an appended index is
+    written exactly as a built one."""
+    from corefsearch.sparse.java import ensure_java
+
+    ensure_java()
+    from pyserini.index.lucene import LuceneIndexer
+
+    indexer = LuceneIndexer(str(index_dir), threads=threads, append=append,
+                            args=["-index", str(index_dir), *MAIN_INDEX_ARGS])
+    # The fields live in an index of their own: in the main one their text would enter the
+    # stored raw JSON, which Anserini reads for every hit, and slow plain BM25 down severalfold.
+    fields_indexer = (LuceneIndexer(str(fields_dir), threads=threads, append=append,
+                                    args=["-index", str(fields_dir), *FIELDS_INDEX_ARGS])
+                      if fields_dir is not None else None)
+    records = (indexed_records(passages, where, stats=stats) if fields_indexer is not None else
+               ({"id": p.id, "contents": passage_contents(p.title, p.text), "title": p.title, "text": p.text}
+                for p in passages))
+
+    def next_batch() -> tuple[list[str], list[str]]:
+        """The next batch of JSON records for the main index and for the fields index."""
+        batch, fields_batch = [], []
+        for record in islice(records, batch_size):
+            batch.append(json.dumps({key: record[key] for key in MAIN_KEYS}, ensure_ascii=False))
+            if fields_indexer is not None:
+                fields_batch.append(json.dumps({key: record[key] for key in ("id", "contents", *FIELDS)},
+                                               ensure_ascii=False))
+        return batch, fields_batch
+
+    count = 0
+    try:
+        # One batch is read and serialised in a second thread while Anserini indexes the previous
+        # one (pyjnius releases the GIL during Java calls), so the Python work does not leave
+        # Anserini's threads idle between batches. The batches reach the indexer in passage order;
+        # a bad passage raises here, once the batches before it are indexed.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corefsearch-index") as reader:
+            pending = reader.submit(next_batch)
+            while True:
+                batch, fields_batch = pending.result()
+                if not batch:
+                    break
+                pending = reader.submit(next_batch)
+                indexer.add_batch_raw(batch)
+                if fields_indexer is not None:
+                    fields_indexer.add_batch_raw(fields_batch)
+                count += len(batch)
+    finally:
+        indexer.close()
+        if fields_indexer is not None:
+            fields_indexer.close()
+    return count
+
+
 @writes_outputs(lambda a: [Output(Path(a["out"]) / LUCENE_DIR, "--out", "dir", {"DATASET": a["dataset_dir"]})])
 def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_size: int = 2000,
                        overwrite: bool = False, fields: bool = False) -> IndexSummary:
     """Index every passage of ``dataset_dir`` into ``out/lucene``; ``fields=True`` also writes the
     fields of field-weighted BM25 (``out/lucene/fields``: a larger index, built about 2.4× slower)."""
-    from corefsearch.sparse.java import ensure_java
-
     dataset = Dataset(dataset_dir)
     if threads < 1:
         raise InputError(f"--threads must be at least 1, got {threads}")
     target = Path(out) / LUCENE_DIR
     expected = dataset.manifest.get("counts", {}).get("passages")
+    from corefsearch.sparse.java import ensure_java
+
     ensure_java()
-    from pyserini.index.lucene import LuceneIndexer
+    import pyserini.index.lucene  # noqa: F401  (starts the JVM: before the clock, as the manifest's seconds always were)
 
     started = time.perf_counter()
-    count = 0
     with atomic_directory(target, overwrite=overwrite) as tmp:
-        index_dir, fields_dir = tmp / "index", tmp / FIELDS_DIR
-        indexer = LuceneIndexer(str(index_dir), threads=threads,
-                                args=["-index", str(index_dir), "-storePositions", "-storeDocvectors", "-storeRaw"])
-        # The fields live in an index of their own: in the main one their text would enter the
-        # stored raw JSON, which Anserini reads for every hit, and slow plain BM25 down severalfold.
-        fields_indexer = (LuceneIndexer(str(fields_dir), threads=threads,
-                                        args=["-index", str(fields_dir), "-storeRaw", "-fields", *FIELDS])
-                          if fields else None)
         stats = _FieldStats()
-        try:
-            batch: list[str] = []
-            fields_batch: list[str] = []
-            passages = track(dataset.passages(), "Indexing passages (Lucene)", total=expected)
-            records = (indexed_records(passages, str(dataset.passages_path), stats=stats) if fields else
-                       ({"id": p.id, "contents": passage_contents(p.title, p.text), "title": p.title, "text": p.text}
-                        for p in passages))
-            for record in records:
-                batch.append(json.dumps({key: record[key] for key in MAIN_KEYS}, ensure_ascii=False))
-                if fields_indexer is not None:
-                    fields_batch.append(json.dumps({key: record[key] for key in ("id", "contents", *FIELDS)},
-                                                   ensure_ascii=False))
-                count += 1
-                if len(batch) >= batch_size:
-                    indexer.add_batch_raw(batch)
-                    batch = []
-                    if fields_indexer is not None:
-                        fields_indexer.add_batch_raw(fields_batch)
-                        fields_batch = []
-            if batch:
-                indexer.add_batch_raw(batch)
-            if fields_batch and fields_indexer is not None:
-                fields_indexer.add_batch_raw(fields_batch)
-        finally:
-            indexer.close()
-            if fields_indexer is not None:
-                fields_indexer.close()
+        passages = track(dataset.passages(), "Indexing passages (Lucene)", total=expected)
+        count = index_passages(passages, tmp / "index", tmp / FIELDS_DIR if fields else None, threads=threads,
+                               where=str(dataset.passages_path), stats=stats, batch_size=batch_size)
         if count == 0:  # an index of nothing would look fine and find nothing
             raise InputError(f"{dataset.passages_path} holds no passages; rebuild the dataset from a corpus "
                              "with documents (`corefsearch build-dataset`)")
