@@ -32,7 +32,6 @@ vectors travel through Ray's object store.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import CorefSearchError, InputError, MissingArtefactError
-from corefsearch.io import Output, output_locks, writes_outputs
+from corefsearch.io import Output, json_record, output_locks, writes_outputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -331,23 +330,12 @@ def read_chunk(path: Path, offset: int, line_number: int, rows: int) -> list[Any
             except UnicodeDecodeError as err:
                 raise InputError(f"{where}: not UTF-8 text (byte 0x{raw[err.start]:02x} at byte {err.start + 1}); "
                                  "save the file as UTF-8") from None
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text, parse_constant=_not_json)
-            except (json.JSONDecodeError, ValueError) as err:
-                raise InputError(f"{where}: invalid JSON ({getattr(err, 'msg', err)})") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{where}: expected a JSON object")
-            passages.append(Passage.from_json(record, where=where))
+            if text.strip():
+                passages.append(Passage.from_json(json_record(text, where), where=where))
     if len(passages) != rows:
         raise InputError(f"{path} changed while it was being encoded (expected {rows} passages from line "
                          f"{first_line}); run the command again")
     return passages
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 class ChunkEncoder:

@@ -136,17 +136,21 @@ _JSON = json.JSONDecoder(parse_constant=_reject_constant)
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)`` for each non-blank line; bad JSON is ``FILE:LINE: why``."""
     for line_number, line in text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = _JSON.decode(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{path}:{line_number}: invalid JSON ({err.msg} at column {err.colno})") from None
-        except _NotJson as err:
-            raise InputError(f"{path}:{line_number}: invalid JSON ({err})") from None
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{line_number}: expected a JSON object, got {json_type(record)}")
-        yield line_number, record
+        if line.strip():
+            yield line_number, json_record(line, f"{path}:{line_number}")
+
+
+def json_record(line: str, where: str) -> dict[str, Any]:
+    """One JSON Lines record (an object; no NaN or Infinity); bad JSON is ``WHERE: why``."""
+    try:
+        record = _JSON.decode(line)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
+    except _NotJson as err:
+        raise InputError(f"{where}: invalid JSON ({err})") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected a JSON object, got {json_type(record)}")
+    return record
 
 
 def json_type(value: Any) -> str:
