@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from corefsearch.cli import app
 from corefsearch.dense.indexing import build_dense_index, load_dense_manifest
+from corefsearch.distributed import fatal_signal_handlers_kept
 
 ray = pytest.importorskip("ray")
 
@@ -36,9 +37,12 @@ CHUNK = 10  # passages per chunk: 10 chunks, 5 per worker's shard
 @pytest.fixture(scope="module", autouse=True)
 def local_cluster() -> Any:
     """A Ray cluster of 2 CPUs on this machine, for the whole module; the CLI uses this connection."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    # The JVM's signal handlers kept, as the CLI keeps them (else the Java tests after these crash).
+    with fatal_signal_handlers_kept():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     yield
-    ray.shutdown()
+    with fatal_signal_handlers_kept():
+        ray.shutdown()
 
 
 one_thread = test_dense_train.one_thread  # autouse: the local runs on one torch thread, as the workers
@@ -215,3 +219,27 @@ def test_ray_mention_encoding_gives_the_vectors_and_clusters_of_the_local_path(
     output = invoke("cluster", dataset, "--method", "lemma", "--out", tmp_path / "l.jsonl", "--ray", "auto",
                     expect_error=True)
     assert "--ray: only with --method encoder" in output
+
+
+def _native_handler(number: int) -> bytes:
+    import ctypes
+
+    buffer = ctypes.create_string_buffer(512)
+    assert ctypes.CDLL(None).sigaction(number, None, buffer) == 0
+    return buffer.raw[:ctypes.sizeof(ctypes.c_void_p)]  # sa_handler comes first
+
+
+def test_native_signal_handlers_are_put_back_after_the_block() -> None:
+    # What ray.init and ray.shutdown do to the JVM's handlers (install their own, reset them to the
+    # default) is undone: a native handler changed inside the block is the old one after it.
+    import signal
+
+    before = _native_handler(signal.SIGUSR2)
+    previous = signal.getsignal(signal.SIGUSR2)
+    try:
+        with fatal_signal_handlers_kept():
+            signal.signal(signal.SIGUSR2, lambda *_: None)  # Python's own native trampoline
+            assert _native_handler(signal.SIGUSR2) != before
+        assert _native_handler(signal.SIGUSR2) == before
+    finally:
+        signal.signal(signal.SIGUSR2, previous)

@@ -136,8 +136,9 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
         yield ray
         return
     try:
-        # Errors only: Ray's start-up notices would mix with corefsearch's output.
-        ray.init(address=address, logging_level=logging.ERROR)
+        with fatal_signal_handlers_kept():
+            # Errors only: Ray's start-up notices would mix with corefsearch's output.
+            ray.init(address=address, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise CorefSearchError(f"--ray {options.address}: could not connect to the Ray cluster: {_first_line(err)} "
                                "(a cluster with token authentication needs its token here too: RAY_AUTH_TOKEN or "
@@ -145,7 +146,45 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
     try:
         yield ray
     finally:
-        ray.shutdown()
+        with fatal_signal_handlers_kept():
+            ray.shutdown()
+
+
+# The signals the JVM handles itself: it raises SIGSEGV (and SIGBUS, SIGFPE, SIGILL) on purpose, for
+# implicit null checks and safepoint polls, and SIGUSR2 suspends its threads.
+JVM_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGUSR2")
+
+
+@contextlib.contextmanager
+def fatal_signal_handlers_kept() -> Iterator[None]:
+    """The native handlers of ``JVM_SIGNALS`` as they were before the block, put back after it.
+
+    ``ray.init`` in the driver installs its own crash handler for those signals (absl's failure
+    signal handler) and ``ray.shutdown`` resets them to the default, over the handlers of a JVM
+    already running in the process (Lucene, for BM25 retrieval before the Ray re-ranking): the JVM's
+    next deliberate SIGSEGV would then kill the process. Python's ``signal`` module cannot save a
+    native handler, so ``sigaction`` is called through ctypes, each handler kept as opaque bytes
+    (written by hand: no library does this). A real crash still ends the process, reported by the
+    JVM or by Python's ``faulthandler`` instead of Ray."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform == "win32":
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    numbers = [int(getattr(signal, name)) for name in JVM_SIGNALS if hasattr(signal, name)]
+    saved = {}
+    for number in numbers:
+        buffer = ctypes.create_string_buffer(512)  # larger than any platform's struct sigaction
+        if libc.sigaction(number, None, buffer) == 0:
+            saved[number] = buffer
+    try:
+        yield
+    finally:
+        for number, buffer in saved.items():
+            libc.sigaction(number, buffer, None)
 
 
 def auto_address() -> str:
