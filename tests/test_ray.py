@@ -168,6 +168,26 @@ def test_ray_reranking_gives_the_run_and_spans_of_the_local_path(reader_setup: t
     assert meta["reader"]["ray"] == {"workers": 2}
 
 
+def test_ray_reranking_reads_only_the_readers_settings_here(reader_setup: tuple[Path, Path, Path], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from corefsearch.reader.model import CrossEncoderReader
+
+    dataset, index, reader = reader_setup
+
+    def no_weights_here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the driver loaded the reader's weights")
+
+    monkeypatch.setattr(CrossEncoderReader, "load", no_weights_here)  # this process only: not the Ray workers
+    invoke("search", "--index", index, "--queries", dataset / "queries" / "dev.jsonl", "--retriever", "dense",
+           "--k", 8, "--reader", reader, "--rerank-k", 4, "--device", "cpu", "--out", tmp_path / "ray.trec",
+           "--ray", "auto", "--ray-workers", 1)
+    meta = json.loads((tmp_path / "ray.trec.meta.json").read_text())
+    assert meta["reader"]["head"] == "integrated" and meta["reader"]["fusion_from"] == "model"
+    output = invoke("search", "--index", index, "--queries", dataset / "queries" / "dev.jsonl", "--retriever",
+                    "dense", "--reader", index, "--out", tmp_path / "bad.trec", "--ray", "auto", expect_error=True)
+    assert "is not a reader" in output and not (tmp_path / "bad.trec").exists()
+
+
 def test_ray_without_a_reader_is_an_error(reader_setup: tuple[Path, Path, Path], tmp_path: Path) -> None:
     dataset, index, _ = reader_setup
     output = invoke("search", "--index", index, "--queries", dataset / "queries" / "dev.jsonl", "--retriever",

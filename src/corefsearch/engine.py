@@ -329,7 +329,7 @@ class SearchEngine:
             rerank_fusion = None
             if rerank_k and self.reader is not None:
                 texts = {hit.passage_id: searcher.passage(hit.passage_id) for hit in hits[:rerank_k]}
-                rerank_fusion = self.reader.fusion_for(self.loaded_reader)[0]
+                rerank_fusion = self.reader.fusion_for(self.loaded_reader.config)[0]
                 hits, read = rerank_hits(self.loaded_reader, query, hits, texts, rerank_k, rerank_fusion)
                 spans = {r.passage_id: (r.start, r.end) for r in read}
             hits = hits[:k]
@@ -405,7 +405,7 @@ class SearchEngine:
                 break
         reader = None
         if self.reader is not None and self.loaded_reader is not None:
-            fusion, from_model = self.reader.fusion_for(self.loaded_reader)
+            fusion, from_model = self.reader.fusion_for(self.loaded_reader.config)
             reader = {"model": str(Path(self.reader.model).resolve()), "rerank_k": self.reader.rerank_k,
                       "head": self.loaded_reader.config.head, "fusion": fusion,
                       "fusion_from": "model" if from_model else "--rerank-fusion", "backend": self.reader.backend}

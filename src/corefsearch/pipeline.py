@@ -10,7 +10,7 @@ highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.ru
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,15 +193,17 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     fields = retriever.describe()
     if "fusion" in fields:
         fields["fusion"]["depth"] = k  # each retriever's list, before fusing
-    # With --ray the workers load the reader; here it is loaded for its settings and checks only, on the CPU.
-    loaded_reader = (None if reader is None else reader.load() if ray is None else replace(reader, device="cpu").load())
+    # With --ray the workers load the reader; here only its configuration is read (and checked).
+    loaded_reader = None if reader is None or ray is not None else reader.load()
+    reader_config = (None if reader is None else loaded_reader.config if loaded_reader is not None
+                     else reader.read_config())
     if save_topics is not None:
         save_topics_file(save_topics, queries, retriever.formulate(queries))  # type: ignore[attr-defined]
     writer = RunWriter(Path(out), spans_out)
     started = time.perf_counter()
     results = retriever.search(queries, k)
     tag = retriever.tag
-    if loaded_reader is not None and reader is not None:
+    if reader is not None and reader_config is not None:
         from corefsearch.progress import track
 
         retrieved = list(results)
@@ -209,7 +211,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                  for passage_id in sorted({h.passage_id for _, hits in retrieved for h in hits[:reader.rerank_k]})}
         reranked, span_records = [], []
         reading = time.perf_counter()
-        fusion, fusion_from_model = reader.fusion_for(loaded_reader)
+        fusion, fusion_from_model = reader.fusion_for(reader_config)
         workers = None
         if ray is not None:
             from corefsearch.distributed import rerank_on_ray
@@ -221,10 +223,10 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         for (query, _), (ranked, read) in zip(retrieved, pairs, strict=True):
             reranked.append((query, ranked))
             span_records.extend(hit.span_record(query.id) for hit in read)
-        tag = f"{tag}+reader-{loaded_reader.config.head}" + ("-rrf" if fusion == "rrf" else "")
+        tag = f"{tag}+reader-{reader_config.head}" + ("-rrf" if fusion == "rrf" else "")
         writer.write_spans(span_records)  # before the run: a run with --reader always has its spans
         fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
-                            "head": loaded_reader.config.head, "markers": loaded_reader.config.markers,
+                            "head": reader_config.head, "markers": reader_config.markers,
                             "fusion": fusion, "fusion_from": "model" if fusion_from_model else "--rerank-fusion",
                             "backend": reader.backend, "spans": str(writer.spans_path.resolve()),
                             "seconds": round(time.perf_counter() - reading, 3)}

@@ -135,10 +135,14 @@ class DenseSearcher:
         faiss_index.configure_search(self.faiss, self.parameters, depth)
         scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
         results = []
+        ids = self.ids
         for own, row_scores, row_ids in zip(exclude, scores, rows, strict=True):
-            hits = [Hit(self.ids[r], float(s)) for s, r in zip(row_scores, row_ids, strict=True) if r >= 0]
-            hits = [hit for hit in hits if hit.passage_id != own]
-            hits.sort(key=lambda hit: -hit.score)  # stable: FAISS's order among equal scores
+            # Plain Python numbers and one pass: at k = 500 this loop is most of what corefsearch adds to
+            # FAISS's own search time (bench/scale.py), so no per-hit numpy scalars and no second filter.
+            hits = [Hit(ids[r], s) for s, r in zip(row_scores.tolist(), row_ids.tolist(), strict=True)
+                    if r >= 0 and ids[r] != own]
+            if not bool(np.all(row_scores[:-1] >= row_scores[1:])):  # FAISS gives inner products descending
+                hits.sort(key=lambda hit: -hit.score)  # stable: FAISS's order among equal scores
             results.append(hits[:k])
         return results
 

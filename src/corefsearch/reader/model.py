@@ -133,11 +133,10 @@ class CrossEncoderReader(EncoderWithHead):
         model = load_offline(AutoModel, reference)
         return cls(model, tokenizer, config, device=device)
 
-    @classmethod
-    def load(cls, folder: Path, device: str = "cpu") -> CrossEncoderReader:
-        """A reader saved by :meth:`save` (``corefsearch train reader``)."""
-        from transformers import AutoModel, AutoTokenizer
-
+    @staticmethod
+    def read_config(folder: Path) -> ReaderConfig:
+        """The configuration of the reader saved in ``folder``, checked, without loading its weights
+        (what a caller that only needs the reader's settings reads: ``search --reader --ray``)."""
         from corefsearch.artefacts import config_from_json
         from corefsearch.dense.model import RETRIEVER_CONFIG
 
@@ -150,7 +149,16 @@ class CrossEncoderReader(EncoderWithHead):
             raise MissingArtefactError(f"{folder} is not a reader (no {READER_CONFIG} / {HEAD_WEIGHTS}); "
                                        "train one with `corefsearch train reader`")
         remedy = f"copy the reader folder {folder} again, or train it again (`corefsearch train reader`)"
-        config = config_from_json(ReaderConfig, config_path, remedy, "reader configuration")
+        return config_from_json(ReaderConfig, config_path, remedy, "reader configuration")
+
+    @classmethod
+    def load(cls, folder: Path, device: str = "cpu") -> CrossEncoderReader:
+        """A reader saved by :meth:`save` (``corefsearch train reader``)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        folder = Path(folder)
+        config = cls.read_config(folder)
+        remedy = f"copy the reader folder {folder} again, or train it again (`corefsearch train reader`)"
         tokenizer = load_offline(AutoTokenizer, str(folder), use_fast=True)
         model = load_offline(AutoModel, str(folder))
         reader = cls(model, tokenizer, config, device=device)

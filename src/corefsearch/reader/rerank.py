@@ -54,13 +54,19 @@ class ReaderOptions:
 
         return Reader.load(Path(self.model), self.device, self.batch_size, self.backend, self.threads)
 
-    def fusion_for(self, loaded: Any) -> tuple[str, bool]:
+    def read_config(self) -> Any:
+        """The reader's configuration (head, markers, recorded fusion), checked, without its weights."""
+        from corefsearch.reader.model import CrossEncoderReader
+
+        return CrossEncoderReader.read_config(Path(self.model))
+
+    def fusion_for(self, config: Any) -> tuple[str, bool]:
         """The fusion to re-rank with and whether it comes from the reader's folder: ``--rerank-fusion``
-        when given, else the one ``train reader`` recorded (the better on dev; ``reader`` in a
-        folder written before it was recorded)."""
+        when given, else the one ``train reader`` recorded in ``config`` (the better on dev; ``reader``
+        in a folder written before it was recorded)."""
         if self.fusion is not None:
             return self.fusion, False
-        return loaded.config.fusion, True
+        return config.fusion, True
 
 
 def rerank_hits(reader: Any, query: Query, hits: list[Any], texts: dict[str, dict[str, Any]],
