@@ -218,7 +218,10 @@ def timed(command: list[str]) -> dict[str, Any]:
 
 
 def folder_mb(folder: Path) -> float:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2 ** 20
+    """Disk use of ``folder``: each file once, hard links counted once (a dense index links its
+    Pyserini-named ``index``/``docid`` to ``faiss.index``/``ids.txt``)."""
+    sizes = {(f.stat().st_dev, f.stat().st_ino): f.stat().st_size for f in folder.rglob("*") if f.is_file()}
+    return sum(sizes.values()) / 2 ** 20
 
 
 def step(measurements: Measurements, name: str, done: bool, run: Any) -> dict[str, Any]:
@@ -625,6 +628,8 @@ def dense_rows(root: Path, dataset: Path, size: int, args: argparse.Namespace) -
             return {**result, "mb": folder_mb(index / "dense"), "faiss": manifest["faiss"]}
 
         built = step(measurements, f"build-{kind}", (index / "dense" / "manifest.json").exists(), build)
+        if (index / "dense").is_dir():  # disk use as it is now (a reused measurement may predate folder_mb)
+            built = {**built, "mb": folder_mb(index / "dense")}
         fresh = f"build-{kind}" not in measurements.reused
 
         def raw_build(kind: str = kind, index: Path = index) -> dict[str, Any]:

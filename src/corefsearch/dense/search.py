@@ -137,10 +137,11 @@ class DenseSearcher:
         results = []
         ids = self.ids
         for own, row_scores, row_ids in zip(exclude, scores, rows, strict=True):
-            # Plain Python numbers and one pass: at k = 500 this loop is most of what corefsearch adds to
-            # FAISS's own search time (bench/scale.py), so no per-hit numpy scalars and no second filter.
-            hits = [Hit(ids[r], s) for s, r in zip(row_scores.tolist(), row_ids.tolist(), strict=True)
-                    if r >= 0 and ids[r] != own]
+            # Plain Python numbers, one pass, each id read once: at k = 500 this loop is most of what
+            # corefsearch adds to FAISS's own search time (bench/scale.py), and at a million passages
+            # its cost is mostly cache misses on the ids list and its strings.
+            hits = [Hit(passage_id, s) for s, r in zip(row_scores.tolist(), row_ids.tolist(), strict=True)
+                    if r >= 0 and (passage_id := ids[r]) != own]
             if not bool(np.all(row_scores[:-1] >= row_scores[1:])):  # FAISS gives inner products descending
                 hits.sort(key=lambda hit: -hit.score)  # stable: FAISS's order among equal scores
             results.append(hits[:k])
