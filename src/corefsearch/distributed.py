@@ -491,9 +491,16 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
                     "passages": str(passages_path), "threads": ray_options.threads})
                 from corefsearch.progress import track
 
-                for _ in track(_saved(results, owner, folders, seconds, devices), "Encoding passages (Ray)",
-                               total=todo):
-                    pass
+                try:
+                    for _ in track(_saved(results, owner, folders, seconds, devices), "Encoding passages (Ray)",
+                                   total=todo):
+                        pass
+                finally:
+                    # Closed now, not when the error's traceback lets go of it: closing stops Ray Data's
+                    # executor, which releases the encoder actors and their CPUs. Left to garbage
+                    # collection, a failed run's actors kept their CPUs on a cluster that outlives the
+                    # run, and the next job waited for CPUs that never came back.
+                    results.close()
             encode_wall = time.perf_counter() - encoding_started
             for shard, plan in plans.items():
                 partial = folders[shard].with_name(folders[shard].name + ".partial")
