@@ -534,3 +534,57 @@ def test_search_one_excludes_only_a_known_own_passage(reference_index: Path, sma
     everything = [h.passage_id for h in searcher.search_one(anonymous, 96)]
     assert query.passage_id in everything
     assert [h.passage_id for h in searcher.search_one(query, 95)] == [p for p in everything if p != query.passage_id]
+
+
+# --- search-time FAISS settings: --ef-search, --nprobe ------------------------------------------------
+
+
+def test_ef_search_reaches_faiss_and_the_run_metadata(small_dataset: Path, tiny_model: Path, tmp_path: Path) -> None:
+    import faiss
+
+    from corefsearch.retriever import open_retriever
+
+    index = tmp_path / "hnsw"
+    build_dense_index(small_dataset, index, str(tiny_model), faiss_type="hnsw", chunk_size=CHUNK, device="cpu")
+    queries = small_dataset / "queries" / "test.jsonl"
+    invoke("search", "--index", index, "--queries", queries, "--out", tmp_path / "run.trec", "--retriever", "dense",
+           "--k", 5, "--device", "cpu", "--ef-search", 300)
+    meta = json.loads((tmp_path / "run.trec.meta.json").read_text())
+    assert meta["dense"]["faiss"]["type"] == "hnsw" and meta["dense"]["faiss"]["efSearch"] == 300
+    searcher: Any = open_retriever(index, retrieval=RetrievalOptions("dense", device="cpu", ef_search=50))
+    query = Dataset(small_dataset).queries("test")[0]
+    searcher.search_one(query, 5)
+    assert faiss.downcast_index(searcher.faiss).hnsw.efSearch == 50
+    searcher.search_one(query, 80)  # never below the depth asked of FAISS (k + 1: the own passage left out)
+    assert faiss.downcast_index(searcher.faiss).hnsw.efSearch == 81
+    plain: Any = open_retriever(index, retrieval=RetrievalOptions("dense", device="cpu"))
+    plain.search_one(query, 5)
+    assert faiss.downcast_index(plain.faiss).hnsw.efSearch == 128  # the manifest's
+
+    common = ("search", "--index", index, "--queries", queries, "--out", tmp_path / "bad.trec", "--device", "cpu")
+    output = " ".join(invoke(*common, "--retriever", "dense", "--nprobe", 8, expect_error=True).output.split())
+    assert "--nprobe tunes the search of an IVF-PQ dense index" in output and "of type HNSW" in output
+    output = " ".join(invoke(*common, "--retriever", "dense", "--ef-search", 0, expect_error=True).output.split())
+    assert "--ef-search must be at least 1, got 0" in output
+    output = " ".join(invoke(*common, "--retriever", "bm25", "--ef-search", 64, expect_error=True).output.split())
+    assert "use them with --retriever dense|hybrid" in output
+    assert not (tmp_path / "bad.trec").exists()
+
+
+def test_nprobe_over_the_manifests_reaches_an_ivfpq_index(tmp_path: Path) -> None:
+    import faiss
+
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((10_000, 32)).astype(np.float32)
+    recorded = faiss_index.faiss_parameters("ivfpq", 32, len(vectors))
+    built = faiss_index.build_index(recorded, 32, len(vectors), lambda: iter([vectors]), lambda n: vectors[:n])
+    given = faiss_index.check_search_parameters(recorded, {"nprobe": 7}, tmp_path)
+    faiss_index.configure_search(built, {**recorded, **given}, 20)
+    assert faiss.extract_index_ivf(built).nprobe == 7
+    faiss_index.configure_search(built, recorded, 20)
+    assert faiss.extract_index_ivf(built).nprobe == 32
+    with pytest.raises(InputError, match="--ef-search tunes the search of an HNSW dense index"):
+        faiss_index.check_search_parameters(recorded, {"efSearch": 64}, tmp_path)
+    flat = faiss_index.faiss_parameters("flat", 32, len(vectors))
+    with pytest.raises(InputError, match="of type flat"):
+        faiss_index.check_search_parameters(flat, {"nprobe": 4}, tmp_path)

@@ -197,12 +197,26 @@ def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str | None,
     return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch")
 
 
+EfSearchOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    "--ef-search", help="Dense HNSW index: the search's candidate list (default: the index's, 128; at least k "
+                        "either way). Higher finds more of the exact neighbours, more slowly.")]
+NprobeOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    "--nprobe", help="Dense IVF-PQ index: inverted lists visited per query (default: the index's, 32). Higher "
+                     "finds more of the exact neighbours, more slowly.")]
+
+
 def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str,
-               backend: str | None = None) -> Any:
+               backend: str | None = None, ef_search: int | None = None, nprobe: int | None = None,
+               dense: bool | None = None) -> Any:
+    """The retrieval options; ``dense``: a dense retriever is in use (default: ``retriever`` is one)."""
     from corefsearch.fusion import FusionOptions
     from corefsearch.pipeline import RetrievalOptions
 
-    return RetrievalOptions(retriever, encoder, device, FusionOptions(fusion, alpha), backend=backend or "torch")
+    if (ef_search is not None or nprobe is not None) and not (_is_dense(retriever) if dense is None else dense):
+        raise CorefSearchError("--ef-search and --nprobe tune the dense index's search: use them with "
+                               "--retriever dense|hybrid")
+    return RetrievalOptions(retriever, encoder, device, FusionOptions(fusion, alpha), backend=backend or "torch",
+                            ef_search=ef_search, nprobe=nprobe)
 
 
 def _is_dense(retriever: str) -> bool:
@@ -339,6 +353,8 @@ def search_command(
     rerank_k: RerankOption = 50,
     backend: BackendOption = None,
     rerank_fusion: RerankFusionOption = None,
+    ef_search: EfSearchOption = None,
+    nprobe: NprobeOption = None,
     spans_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="With --reader: the spans JSONL to write (default: OUT.spans.jsonl).")] = None,
     save_topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
@@ -355,7 +371,8 @@ def search_command(
 
     summary = search_to_run(index, queries, out, k=k,
                             options=_bm25_options(query_format, rm3, rocchio, fields, threads),
-                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend),
+                            retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend, ef_search,
+                                                 nprobe),
                             reader=_reader(reader, rerank_k, device, rerank_fusion, backend, _is_dense(retriever)),
                             spans_out=spans_out,
                             save_topics=save_topics, ray=_ray(ray, ray_workers, ray_cpus_per_worker))
@@ -394,6 +411,8 @@ def query_command(
     rerank_k: RerankOption = 50,
     backend: BackendOption = None,
     rerank_fusion: RerankFusionOption = None,
+    ef_search: EfSearchOption = None,
+    nprobe: NprobeOption = None,
 ) -> None:
     """Ask one ad-hoc question: where else is this mention's event mentioned?
 
@@ -405,7 +424,7 @@ def query_command(
 
     result = adhoc_query(index, mention, context, occurrence, k=k,
                          options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
-                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend),
+                         retrieval=_retrieval(retriever, encoder, fusion, alpha, device, backend, ef_search, nprobe),
                          reader=_reader(reader, rerank_k, device, rerank_fusion, backend, _is_dense(retriever)),
                          dataset=dataset, qid=qid)
     if as_json:
@@ -449,6 +468,8 @@ def serve_command(
     rerank_k: RerankOption = 50,
     backend: BackendOption = None,
     rerank_fusion: RerankFusionOption = None,
+    ef_search: EfSearchOption = None,
+    nprobe: NprobeOption = None,
 ) -> None:
     """Serve the search over HTTP: the API (POST /search, GET /passages/ID, /info, /health, /docs) and a page at /.
 
@@ -466,7 +487,8 @@ def serve_command(
     limits.validate()
     started = time.perf_counter()
     engine = SearchEngine.open(index, options=_bm25_options(query_format, rm3, rocchio, fields, threads=1),
-                               retrieval=_retrieval(names[0], encoder, fusion, alpha, device, backend),
+                               retrieval=_retrieval(names[0], encoder, fusion, alpha, device, backend, ef_search,
+                                                    nprobe, any(_is_dense(name) for name in names)),
                                reader=_reader(reader, rerank_k, device, rerank_fusion, backend,
                                               any(_is_dense(name) for name in names)), dataset=dataset,
                                retrievers=names)

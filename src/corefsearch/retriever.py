@@ -38,10 +38,22 @@ class RetrievalOptions:
     fusion: FusionOptions = field(default_factory=FusionOptions)
     # the dense query encoder's runtime: torch | onnx | onnx-int8 (its folder's onnx/, `corefsearch export-onnx`)
     backend: str = "torch"
+    # search-time FAISS settings over the manifest's (--ef-search: HNSW, --nprobe: IVF-PQ; None: the manifest's)
+    ef_search: int | None = None
+    nprobe: int | None = None
 
     def validate(self) -> None:
         check_retriever_name(self.retriever)
         self.fusion.validate()
+        for option, value in (("--ef-search", self.ef_search), ("--nprobe", self.nprobe)):
+            if value is not None and value < 1:
+                raise InputError(f"{option} must be at least 1, got {value}")
+
+    @property
+    def search_parameters(self) -> dict[str, int]:
+        """The FAISS search settings given here, by their manifest names (``efSearch``, ``nprobe``)."""
+        given = {"efSearch": self.ef_search, "nprobe": self.nprobe}
+        return {name: value for name, value in given.items() if value is not None}
         if self.uses_dense:
             from corefsearch.dense.encoder import check_device
             from corefsearch.onnx_backend import check_backend_device
@@ -287,7 +299,7 @@ def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: 
 
         assert manifests.dense is not None  # IndexManifests.load read it
         dense = DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifests.dense,
-                              backend=retrieval.backend)
+                              backend=retrieval.backend, search_parameters=retrieval.search_parameters)
     if any(uses_bm25(name) for name in names):
         bm25 = BM25Searcher(index, options, manifest=manifests.lucene)
     if dense is not None:

@@ -139,6 +139,25 @@ def read_index(path: Path, remedy: str = "rebuild the dense index (`corefsearch 
         raise InputError(f"{path}: not a readable FAISS index, truncated or damaged ({why[:200]}); {remedy}") from None
 
 
+SEARCH_OPTIONS = {"efSearch": ("--ef-search", "hnsw"), "nprobe": ("--nprobe", "ivfpq")}
+TYPE_NAMES = {"flat": "flat", "hnsw": "HNSW", "ivfpq": "IVF-PQ"}
+
+
+def check_search_parameters(recorded: dict[str, Any], given: dict[str, int], index: Path) -> dict[str, int]:
+    """``given`` (``efSearch``, ``nprobe``), checked against the index type the manifest records:
+    ``--ef-search`` tunes an HNSW index, ``--nprobe`` an IVF-PQ one, and neither a flat one."""
+    kind = recorded.get("type")
+    for name, value in given.items():
+        option, wanted = SEARCH_OPTIONS[name]
+        if kind != wanted:
+            raise InputError(f"{option} tunes the search of an {TYPE_NAMES[wanted]} dense index; {index} holds a "
+                             f"dense index of type {TYPE_NAMES.get(str(kind), kind)}: leave out {option}, or build "
+                             f"the index with `--faiss {wanted}`")
+        if int(value) < 1:
+            raise InputError(f"{option} must be at least 1, got {value}")
+    return {name: int(value) for name, value in given.items()}
+
+
 def configure_search(index: Any, parameters: dict[str, Any], k: int) -> None:
     """Set the search-time parameters the manifest records (efSearch, nprobe) for a top-``k`` search."""
     import faiss

@@ -44,9 +44,12 @@ class DenseSearcher:
 
     def __init__(self, index: Path, encoder_ref: str | BiEncoder | None = None, device: str = "auto",
                  query_batch_size: int = 128, manifest: dict[str, Any] | None = None,
-                 passages: Any = None, backend: str = "torch", threads: int | None = None) -> None:
+                 passages: Any = None, backend: str = "torch", threads: int | None = None,
+                 search_parameters: dict[str, int] | None = None) -> None:
         self.index = Path(index)
         self.manifest = manifest if manifest is not None else load_dense_manifest(self.index)
+        self.search_parameters = faiss_index.check_search_parameters(
+            self.manifest["faiss"], search_parameters or {}, self.index)
         self.passages = passages  # anything with .passage(id) -> {"id", "title", "text"}; None: the dataset file
         recorded = self.manifest["encoder"]
         folder = self.index / DENSE_DIR
@@ -119,7 +122,9 @@ class DenseSearcher:
 
     @property
     def parameters(self) -> dict[str, Any]:
-        return dict(self.manifest["faiss"])
+        """The FAISS index's parameters as the manifest records them, with the search-time settings
+        given to this searcher (``--ef-search``, ``--nprobe``) over the recorded ones."""
+        return {**self.manifest["faiss"], **self.search_parameters}
 
     def encode(self, queries: Sequence[Query]) -> Any:
         return self.model.query_encoder.encode_queries(list(queries), max_length=self.model.config.max_query_len,
