@@ -48,18 +48,18 @@ class RetrievalOptions:
         for option, value in (("--ef-search", self.ef_search), ("--nprobe", self.nprobe)):
             if value is not None and value < 1:
                 raise InputError(f"{option} must be at least 1, got {value}")
-
-    @property
-    def search_parameters(self) -> dict[str, int]:
-        """The FAISS search settings given here, by their manifest names (``efSearch``, ``nprobe``)."""
-        given = {"efSearch": self.ef_search, "nprobe": self.nprobe}
-        return {name: value for name, value in given.items() if value is not None}
         if self.uses_dense:
             from corefsearch.dense.encoder import check_device
             from corefsearch.onnx_backend import check_backend_device
 
             check_device(self.device)
             check_backend_device(self.backend, self.device)
+
+    @property
+    def search_parameters(self) -> dict[str, int]:
+        """The FAISS search settings given here, by their manifest names (``efSearch``, ``nprobe``)."""
+        given = {"efSearch": self.ef_search, "nprobe": self.nprobe}
+        return {name: value for name, value in given.items() if value is not None}
 
     @property
     def uses_bm25(self) -> bool:
