@@ -496,10 +496,9 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
                                    total=todo):
                         pass
                 finally:
-                    # Closed now, not when the error's traceback lets go of it: closing stops Ray Data's
-                    # executor, which releases the encoder actors and their CPUs. Left to garbage
-                    # collection, a failed run's actors kept their CPUs on a cluster that outlives the
-                    # run, and the next job waited for CPUs that never came back.
+                    # Closed now rather than whenever a failed run's traceback lets go of it: closing
+                    # stops Ray Data's executor, which releases the encoder actors and their CPUs on a
+                    # cluster that outlives the run.
                     results.close()
             encode_wall = time.perf_counter() - encoding_started
             for shard, plan in plans.items():
