@@ -38,16 +38,14 @@ class RetrievalOptions:
     fusion: FusionOptions = field(default_factory=FusionOptions)
     # the dense query encoder's runtime: torch | onnx | onnx-int8 (its folder's onnx/, `corefsearch export-onnx`)
     backend: str = "torch"
-    # search-time FAISS settings over the manifest's (--ef-search: HNSW, --nprobe: IVF-PQ; None: the manifest's)
+    # search-time FAISS settings over the manifest's (--ef-search: HNSW, --nprobe: IVF-PQ; None: the manifest's),
+    # checked against the index by DenseSearcher (faiss_index.check_search_parameters)
     ef_search: int | None = None
     nprobe: int | None = None
 
     def validate(self) -> None:
         check_retriever_name(self.retriever)
         self.fusion.validate()
-        for option, value in (("--ef-search", self.ef_search), ("--nprobe", self.nprobe)):
-            if value is not None and value < 1:
-                raise InputError(f"{option} must be at least 1, got {value}")
         if self.uses_dense:
             from corefsearch.dense.encoder import check_device
             from corefsearch.onnx_backend import check_backend_device
