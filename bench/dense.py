@@ -44,7 +44,7 @@ from corefsearch.datasets.dataset import Dataset  # noqa: E402
 from corefsearch.datasets.ecbplus import read_ecbplus  # noqa: E402
 from corefsearch.datasets.wec import read_wec  # noqa: E402
 from corefsearch.evaluate import evaluate_run  # noqa: E402
-from corefsearch.io import read_qrels  # noqa: E402
+from corefsearch.io.trec import read_qrels
 
 ROOT = Path(__file__).resolve().parents[1]
 ECBPLUS = ROOT / "data" / "ecbplus" / "ECBplus.tar.gz"

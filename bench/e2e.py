@@ -65,7 +65,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bm25 import machine, markdown_table, write_section  # noqa: E402
 
 from corefsearch.datasets.dataset import read_queries  # noqa: E402
-from corefsearch.io import read_run, sha256_file, write_qrels  # noqa: E402
+from corefsearch.io.trec import read_run, write_qrels
+from corefsearch.io.write import sha256_file
 
 SECTION = "## End to end with readers (bench/e2e.py)"
 METRICS = ("MRR@10", "mAP@10", "mAP@50", "R@10", "R@50")
@@ -174,7 +175,8 @@ def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: P
     """``search --reader … --rerank-fusion rrf`` from the reader's spans and the retriever's run,
     without reading the passages again."""
     from corefsearch.evaluate.ranking import rank_documents
-    from corefsearch.io import RunRow, read_jsonl, write_run
+    from corefsearch.io.read import read_jsonl
+    from corefsearch.io.trec import RunRow, write_run
     from corefsearch.pipeline import order_reranked
     from corefsearch.reader.read import ReaderHit
     from corefsearch.sparse.search import Hit
@@ -457,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from corefsearch.datasets.dataset import Dataset
     from corefsearch.evaluate import evaluate_files, evaluate_run
-    from corefsearch.io import read_qrels
+    from corefsearch.io.trec import read_qrels
 
     dataset, lucene_index, retriever, flat = prepare_retriever(args.dense_dir or root / "dense", root)
     index = root / "index"  # the Lucene and the dense index of bench/dense.py side by side

@@ -136,7 +136,7 @@ def mrr(folder: Path, collection: Path, n_queries: int, mrr_passages: int | None
     import numpy as np
 
     from corefsearch.evaluate import evaluate_run
-    from corefsearch.io import read_qrels
+    from corefsearch.io.trec import read_qrels
 
     data = Dataset(collection)
     queries = data.queries("test")

@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from corefsearch.io import read_qrels
+    from corefsearch.io.trec import read_qrels
     from corefsearch.pipeline import order_reranked
     from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS
     from corefsearch.reader.read import Reader

@@ -38,7 +38,7 @@ from bm25 import cpu_model, markdown_table, write_section
 
 from corefsearch.evaluate.ranking import METRICS, ir_measures_name
 from corefsearch.evaluate.trec_eval_binary import extract_trec_eval
-from corefsearch.io import read_qrels, read_run, trec_eval_order, trec_eval_scores
+from corefsearch.io.trec import read_qrels, read_run, trec_eval_order, trec_eval_scores
 
 REPO = Path(__file__).resolve().parent.parent
 ECBPLUS = REPO / "data" / "ecbplus" / "ECBplus.tar.gz"

@@ -27,7 +27,9 @@ from corefsearch.datasets.build import BuildOptions, build_dataset, new_cluster_
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import read_jsonl, read_qrels, read_run, sha256_file
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.trec import read_qrels, read_run
+from corefsearch.io.write import sha256_file
 
 java = pytest.mark.java
 # The dataset-only tests add without --index on purpose (test_add_command_prints_summary checks the warning).
@@ -475,7 +477,7 @@ def test_add_to_ivfpq_keeps_trained_quantiser(tmp_path: Path, news_model: Path) 
 @quiet
 def test_add_waits_for_no_one(tmp_path: Path) -> None:
     """add locks the dataset as every writer does: a second writer fails at once, nothing changed."""
-    from corefsearch.io import output_lock
+    from corefsearch.io.outputs import output_lock
 
     a, b, _ = corpora(tmp_path)
     grown = build(a, tmp_path / "grown")

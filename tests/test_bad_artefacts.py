@@ -443,7 +443,7 @@ def test_build_dataset_with_a_one_megabyte_document(tmp_path: Path) -> None:
 
 def test_train_reader_with_a_run_without_dev_queries(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory,
                                                      tmp_path: Path) -> None:
-    from corefsearch.io import RunRow, write_run
+    from corefsearch.io.trec import RunRow, write_run
 
     dataset = test_dense_train.build(tmp_path_factory, (4, 2, 0))
     passage_ids = [p.id for p in Dataset(dataset).passages()]

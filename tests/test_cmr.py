@@ -17,7 +17,7 @@ from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
 from corefsearch.errors import InputError
-from corefsearch.io import read_run, write_run
+from corefsearch.io.trec import read_run, write_run
 from corefsearch.schema import Passage, Query
 from corefsearch.sparse.index import (
     LUCENE_DIR,

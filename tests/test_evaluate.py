@@ -24,7 +24,7 @@ from corefsearch.evaluate import (
     to_json,
     write_per_query_csv,
 )
-from corefsearch.io import RunRow, write_qrels, write_run
+from corefsearch.io.trec import RunRow, write_qrels, write_run
 
 # --- a tiny hand-checked example --------------------------------------------------------------
 #

@@ -36,7 +36,7 @@ from corefsearch.evaluate import (
     write_per_query_csv,
 )
 from corefsearch.evaluate.trec_eval_binary import extract_trec_eval
-from corefsearch.io import RunRow, read_qrels, read_run, trec_eval_order, write_qrels, write_run
+from corefsearch.io.trec import RunRow, read_qrels, read_run, trec_eval_order, write_qrels, write_run
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})

@@ -30,7 +30,7 @@ from corefsearch.evaluate import (
     token_f1,
     write_per_query_csv,
 )
-from corefsearch.io import RunRow, write_qrels, write_run
+from corefsearch.io.trec import RunRow, write_qrels, write_run
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

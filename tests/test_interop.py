@@ -25,7 +25,7 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
-from corefsearch.io import read_run
+from corefsearch.io.trec import read_run
 from corefsearch.model_card import model_card
 from corefsearch.schema import Query
 

@@ -20,7 +20,8 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.checkpoint import work_dir_for
 from corefsearch.errors import InputError
-from corefsearch.io import read_jsonl, read_run, write_run
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.trec import read_run, write_run
 from corefsearch.reader.inputs import pair_windows, tokenize_passage, window_starts
 from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
 from corefsearch.reader.read import Reader
@@ -46,7 +47,7 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_run(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run of every train and dev query over every other passage, in a seeded random order
     (the reader does not care which retriever made it)."""
-    from corefsearch.io import RunRow
+    from corefsearch.io.trec import RunRow
 
     dataset = Dataset(tiny_dataset)
     passage_ids = [p.id for p in dataset.passages()]
@@ -328,7 +329,7 @@ def test_resumed_training_ends_like_an_uninterrupted_one(tiny_base: Path, tiny_d
 
 
 def test_train_reader_needs_train_queries_in_the_run(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:
-    from corefsearch.io import RunRow
+    from corefsearch.io.trec import RunRow
 
     run = tmp_path / "other.trec"
     write_run(run, [RunRow("not-a-query", "x", 1, 1.0, "t")])

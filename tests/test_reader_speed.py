@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from corefsearch.cli import app
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import read_jsonl, read_run
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.trec import read_run
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
 from corefsearch.reader.read import Reader
 

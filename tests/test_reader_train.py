@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
-from corefsearch.io import read_jsonl, read_run
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.trec import read_run
 from corefsearch.reader.model import READER_CONFIG, CrossEncoderReader
 from corefsearch.reader.read import Reader
 from corefsearch.reader.train import (

@@ -24,15 +24,14 @@ from typer.testing import CliRunner
 from corefsearch.cli import app
 from corefsearch.dense.checkpoint import work_dir_for
 from corefsearch.errors import InputError
-from corefsearch.io import (
-    RunRow,
+from corefsearch.io.outputs import (
     check_output_dir,
     check_output_file,
     clean_stale_temporaries,
     lock_path_for,
     output_lock,
-    write_run,
 )
+from corefsearch.io.trec import RunRow, write_run
 
 # A wide console, so that rich does not wrap long temporary paths in the output.
 runner = CliRunner(env={"COLUMNS": "400"})
@@ -178,10 +177,11 @@ def test_a_read_only_parent_is_reported(tmp_path: Path, monkeypatch: pytest.Monk
     locked.chmod(0o555)
     if os.geteuid() == 0:
         # root may write into a read-only folder; ask the permission check as an ordinary user would get it.
-        import corefsearch.io
+        import corefsearch.io.outputs
 
         real_access = os.access
-        monkeypatch.setattr(corefsearch.io.os, "access", lambda path, mode, **kwargs: False if Path(path) == locked
+        monkeypatch.setattr(corefsearch.io.outputs.os, "access",
+                            lambda path, mode, **kwargs: False if Path(path) == locked
                             else real_access(path, mode, **kwargs))
     try:
         with pytest.raises(InputError, match="permission denied"):

@@ -52,7 +52,10 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.datasets.dataset import Dataset, iter_passages
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import check_no_overlap, output_locks, read_jsonl, read_qrels, sha256_file, write_json
+from corefsearch.io.outputs import check_no_overlap, output_locks
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.trec import read_qrels
+from corefsearch.io.write import sha256_file, write_json
 from corefsearch.progress import track
 from corefsearch.schema import Passage, safe_id
 
@@ -81,7 +84,7 @@ def _now() -> str:
 
 
 def _staging_dir(target: Path) -> Path:
-    """A hidden folder beside ``target`` named as :func:`corefsearch.io.atomic_directory` names its
+    """A hidden folder beside ``target`` named as :func:`corefsearch.io.write.atomic_directory` names its
     own (``.NAME.<random>.partial``), so that the next writer of ``target`` cleans up what a killed
     run left; with ``target``'s permissions."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))

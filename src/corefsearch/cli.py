@@ -563,13 +563,13 @@ def evaluate_command(
         raise CorefSearchError("--qrels is required to score runs (e.g. --qrels DATASET/qrels/test.txt)")
     chosen = parse_metrics(metrics) if metrics is not None else None
     if plot is not None:  # before any work, as --per-query
-        from corefsearch.io import check_output_file
+        from corefsearch.io.outputs import check_output_file
 
         check_output_file(plot, "--plot", [*(("RUN", run) for run in runs), ("--qrels", qrels),
                                            *(("--spans", path) for path in spans or ()), ("--dataset", dataset),
                                            ("--per-query", per_query)])
     if per_query is not None:  # before any work: never one of the inputs, and writable
-        from corefsearch.io import check_output_file
+        from corefsearch.io.outputs import check_output_file
 
         check_output_file(per_query, "--per-query", [*(("RUN", run) for run in runs), ("--qrels", qrels),
                                                      *(("--spans", path) for path in spans or ()),

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import CorefSearchError, InputError, MissingArtefactError
-from corefsearch.io import Output, json_record, output_locks, writes_outputs
+from corefsearch.io.outputs import Output, output_locks, writes_outputs
+from corefsearch.io.read import json_record
 
 if TYPE_CHECKING:
     import numpy as np

@@ -55,7 +55,7 @@ def onnx_file(folder: Path, backend: str) -> Path:
 
 def weights_checksum(folder: Path) -> str | None:
     """The sha256 of the folder's encoder weights (None when they are not one safetensors file)."""
-    from corefsearch.io import sha256_file
+    from corefsearch.io.write import sha256_file
 
     path = Path(folder) / WEIGHTS_FILE
     return "sha256:" + sha256_file(path) if path.is_file() else None

@@ -175,7 +175,7 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     holds the inputs ``trace`` names). The one export path of every kind of model folder."""
     import torch
 
-    from corefsearch.io import write_json
+    from corefsearch.io.write import write_json
 
     say = log or (lambda _: None)
     started = time.perf_counter()
@@ -305,7 +305,7 @@ def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] |
 def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
     from corefsearch.dense.encoder import check_model_folder
     from corefsearch.dense.model import RETRIEVER_CONFIG, BiEncoder
-    from corefsearch.io import atomic_directory
+    from corefsearch.io.write import atomic_directory
     from corefsearch.reader.model import READER_CONFIG
 
     say = log or (lambda _: None)

@@ -17,7 +17,8 @@ from typing import Any
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.engine import AdhocHit, AdhocResult, SearchEngine, adhoc_query_record, query_of
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import Output, sha256_file, writes_outputs
+from corefsearch.io.outputs import Output, writes_outputs
+from corefsearch.io.write import sha256_file
 from corefsearch.reader.rerank import RERANK_FUSIONS, ReaderOptions, order_reranked, rerank_hits
 from corefsearch.retriever import RETRIEVERS, IndexManifests, RetrievalOptions, Retriever, open_retriever
 from corefsearch.run_writer import (

@@ -1,5 +1,5 @@
 """What ``corefsearch search`` writes, in one place: the TREC run ``RUN`` (through
-:func:`corefsearch.io.write_run`, which holds the TREC format), its options and versions
+:func:`corefsearch.io.trec.write_run`, which holds the TREC format), its options and versions
 ``RUN.meta.json``, the reader's spans ``RUN.spans.jsonl`` (one :class:`~corefsearch.schema.SpanRecord`
 a line) and, on request, the BM25 query strings as a Pyserini topics TSV. The README's "File
 formats" section describes each file."""
@@ -15,7 +15,8 @@ from typing import Any
 
 from corefsearch import __version__
 from corefsearch.errors import InputError
-from corefsearch.io import RunRow, atomic_file, write_jsonl, write_run
+from corefsearch.io.trec import RunRow, write_run
+from corefsearch.io.write import atomic_file, write_jsonl
 from corefsearch.schema import Hit, Query, SpanRecord
 
 RUN_KIND = "corefsearch-run"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import read_jsonl
+from corefsearch.io.read import read_jsonl
 from corefsearch.schema import MENTION_TYPES, SPLITS, RecordFields
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from corefsearch.io import atomic_file, write_jsonl
+from corefsearch.io.write import atomic_file, write_jsonl
 
 CONLL_DOCUMENT = "all"
 

@@ -13,7 +13,7 @@ from corefsearch.cluster.mentions import ClusterMention, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
 from corefsearch.errors import InputError
-from corefsearch.io import Output, writes_outputs
+from corefsearch.io.outputs import Output, writes_outputs
 
 
 @dataclass

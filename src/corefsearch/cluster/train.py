@@ -45,7 +45,8 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.checkpoint import WorkDir
 from corefsearch.dense.encoder import check_model_folder, resolve_device
 from corefsearch.errors import InputError
-from corefsearch.io import Output, model_input, sha256_file, write_json, writes_outputs
+from corefsearch.io.outputs import Output, model_input, writes_outputs
+from corefsearch.io.write import sha256_file, write_json
 from corefsearch.training import (
     Log,
     LoopOptions,

@@ -22,15 +22,9 @@ from typing import Any
 
 from corefsearch import __version__
 from corefsearch.errors import InputError
-from corefsearch.io import (
-    Output,
-    atomic_directory,
-    atomic_file,
-    dump_json_line,
-    read_jsonl,
-    sha256_file,
-    writes_outputs,
-)
+from corefsearch.io.outputs import Output, writes_outputs
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.write import atomic_directory, atomic_file, dump_json_line, sha256_file
 from corefsearch.progress import track
 from corefsearch.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
 

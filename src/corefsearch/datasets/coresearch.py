@@ -16,7 +16,7 @@ from typing import Any
 
 from corefsearch.datasets.wec import squash
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import read_json_array
+from corefsearch.io.read import read_json_array
 from corefsearch.schema import SPLITS, Document, Mention, RecordFields, safe_id
 
 FILE_KINDS = ("queries", "all_passages", "gold_clusters")

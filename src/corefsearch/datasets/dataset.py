@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import read_jsonl
+from corefsearch.io.read import read_jsonl
 from corefsearch.schema import Passage, Query
 
 

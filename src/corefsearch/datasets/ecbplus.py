@@ -38,7 +38,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from corefsearch.errors import InputError
-from corefsearch.io import text_lines
+from corefsearch.io.read import text_lines
 from corefsearch.schema import Document, Mention, safe_id
 
 DEV_TOPICS = frozenset({2, 5, 12, 18, 21, 23, 34, 35})

@@ -16,7 +16,7 @@ from itertools import islice
 from pathlib import Path
 
 from corefsearch.errors import InputError
-from corefsearch.io import read_jsonl
+from corefsearch.io.read import read_jsonl
 from corefsearch.schema import MENTION_TYPES, SPLITS, Document, Mention, RecordFields, safe_id
 from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES, keep_mentions_whole, sentence_units
 

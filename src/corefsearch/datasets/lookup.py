@@ -10,7 +10,7 @@ from pathlib import Path
 
 from corefsearch.datasets.dataset import Dataset, read_queries
 from corefsearch.errors import InputError
-from corefsearch.io import read_qrels
+from corefsearch.io.trec import read_qrels
 from corefsearch.schema import Passage, Query
 
 SPLITS = ("train", "dev", "test")

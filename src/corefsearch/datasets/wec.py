@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.errors import InputError
-from corefsearch.io import read_json_array
+from corefsearch.io.read import read_json_array
 from corefsearch.schema import Document, Mention, safe_id
 
 REQUIRED_FIELDS = ("coref_chain", "doc_id", "mention_context", "tokens_number", "tokens_str", "mention_id")
 
 
 def iter_json_array(path: Path) -> Iterator[tuple[int, Any]]:
-    """Stream ``(index, item)`` from a file holding one JSON list (see :func:`corefsearch.io.read_json_array`)."""
+    """Stream ``(index, item)`` from a file holding one JSON list (see :func:`corefsearch.io.read.read_json_array`)."""
     return read_json_array(path, "mention records")
 
 

@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from corefsearch.io import atomic_file
+from corefsearch.io.write import atomic_file
 
 RUN_FILE = "run.json"
 HARD_NEGATIVES_FILE = "hard_negatives.json"

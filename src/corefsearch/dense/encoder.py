@@ -50,7 +50,7 @@ def check_model_folder(reference: str | Path | None, option: str | None = None) 
     """A model reference that looks like a path (it holds a path separator, starts with ``.`` or
     ``~``, or exists) must be a folder: else one line naming ``option``, not the hub's "Repo id
     must be in the form ..." that transformers answers for a missing folder."""
-    from corefsearch.io import looks_like_path
+    from corefsearch.io.outputs import looks_like_path
 
     if not looks_like_path(reference):
         return

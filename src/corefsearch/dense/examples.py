@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from corefsearch.io import read_qrels
+from corefsearch.io.trec import read_qrels
 from corefsearch.schema import Query
 
 

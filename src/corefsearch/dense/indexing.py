@@ -45,15 +45,8 @@ from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.dense import faiss_index
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import (
-    Output,
-    atomic_directory,
-    atomic_file,
-    clean_temporaries_in,
-    model_input,
-    write_json,
-    writes_outputs,
-)
+from corefsearch.io.outputs import Output, clean_temporaries_in, model_input, writes_outputs
+from corefsearch.io.write import atomic_directory, atomic_file, write_json
 from corefsearch.progress import track
 
 if TYPE_CHECKING:

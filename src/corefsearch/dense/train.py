@@ -57,7 +57,8 @@ from corefsearch.dense.examples import (
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
-from corefsearch.io import Output, model_input, sha256_file, write_json, writes_outputs
+from corefsearch.io.outputs import Output, model_input, writes_outputs
+from corefsearch.io.write import sha256_file, write_json
 from corefsearch.memory import release_memory
 from corefsearch.schema import Query
 from corefsearch.training import (

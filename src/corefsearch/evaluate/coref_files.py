@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
-from corefsearch.io import read_jsonl
+from corefsearch.io.read import read_jsonl
 from corefsearch.schema import SPLITS, RecordFields
 
 if TYPE_CHECKING:

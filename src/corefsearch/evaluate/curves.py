@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corefsearch.evaluate.ranking import check_definition, rank_documents
-from corefsearch.io import atomic_file, output_lock
+from corefsearch.io.outputs import output_lock
+from corefsearch.io.write import atomic_file
 
 Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.evaluate.spans import SPAN_METRICS, SpanScores, score_spans
-from corefsearch.io import read_qrels, read_run, trec_eval_order
+from corefsearch.io.trec import read_qrels, read_run, trec_eval_order
 
 if TYPE_CHECKING:
     from corefsearch.evaluate.curves import Curve

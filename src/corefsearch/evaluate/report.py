@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from corefsearch.evaluate.ranking import Evaluation, is_definition_metric
 from corefsearch.evaluate.significance import paired_test
 from corefsearch.evaluate.spans import SPAN_METRICS
-from corefsearch.io import atomic_file, output_lock
+from corefsearch.io.outputs import output_lock
+from corefsearch.io.write import atomic_file
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -24,7 +24,7 @@ from typing import Any
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
-from corefsearch.io import read_jsonl
+from corefsearch.io.read import read_jsonl
 from corefsearch.schema import SPLITS, Passage, Query, SpanRecord
 
 Run = Mapping[str, Mapping[str, float]]

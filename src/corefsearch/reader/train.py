@@ -42,15 +42,9 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.checkpoint import WorkDir
 from corefsearch.dense.encoder import check_model_folder, resolve_device
 from corefsearch.errors import InputError
-from corefsearch.io import (
-    Output,
-    model_input,
-    read_qrels,
-    read_run,
-    sha256_file,
-    write_json,
-    writes_outputs,
-)
+from corefsearch.io.outputs import Output, model_input, writes_outputs
+from corefsearch.io.trec import read_qrels, read_run
+from corefsearch.io.write import sha256_file, write_json
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
 from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig, ReaderOutput
 from corefsearch.reader.read import Reader

@@ -30,7 +30,8 @@ from typing import Any
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io import Output, atomic_directory, atomic_file, sha256_file, writes_outputs
+from corefsearch.io.outputs import Output, writes_outputs
+from corefsearch.io.write import atomic_directory, atomic_file, sha256_file
 from corefsearch.progress import track
 from corefsearch.schema import Passage
 

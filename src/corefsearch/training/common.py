@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.dense.checkpoint import RUN_FILE, WorkDir, rng_state
 from corefsearch.errors import InputError
-from corefsearch.io import clean_temporaries_in
+from corefsearch.io.outputs import clean_temporaries_in
 from corefsearch.progress import new_progress, progress_enabled
 
 if TYPE_CHECKING:

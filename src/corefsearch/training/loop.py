@@ -28,7 +28,7 @@ from typing import Any
 
 from corefsearch.dense.checkpoint import WorkDir, set_rng_state
 from corefsearch.errors import InputError
-from corefsearch.io import atomic_directory, write_json
+from corefsearch.io.write import atomic_directory, write_json
 from corefsearch.training.common import Log, StepBoundary, TrainingProgress, adamw, default_log
 from corefsearch.training.task import TrainingTask
 
