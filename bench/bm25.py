@@ -51,10 +51,11 @@ from corefsearch.datasets.ecbplus import TEST_TOPICS, read_ecbplus  # noqa: E402
 from corefsearch.datasets.wec import read_wec  # noqa: E402
 from corefsearch.evaluate import DEFINITIONS, METRICS, Evaluation, evaluate_run, parse_metrics  # noqa: E402
 from corefsearch.io.trec import read_qrels, read_run, write_run
+from corefsearch.run_writer import run_rows
 from corefsearch.schema import Document  # noqa: E402
 from corefsearch.sparse.formulation import QUERY_FORMATS, formulate  # noqa: E402
 from corefsearch.sparse.index import LUCENE_DIR, IndexSummary, build_lucene_index  # noqa: E402
-from corefsearch.sparse.search import BM25Options, BM25Searcher, run_rows  # noqa: E402
+from corefsearch.sparse.search import BM25Options, BM25Searcher
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"

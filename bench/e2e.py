@@ -174,12 +174,12 @@ def searched(run: Path, queries: Path) -> bool:
 def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: Path) -> Path:
     """``search --reader … --rerank-fusion rrf`` from the reader's spans and the retriever's run,
     without reading the passages again."""
-    from corefsearch.evaluate.ranking import rank_documents
+    from corefsearch.evaluate.metrics import rank_documents
     from corefsearch.io.read import read_jsonl
     from corefsearch.io.trec import RunRow, write_run
-    from corefsearch.pipeline import order_reranked
     from corefsearch.reader.read import ReaderHit
-    from corefsearch.sparse.search import Hit
+    from corefsearch.reader.rerank import order_reranked
+    from corefsearch.schema import Hit
 
     read: dict[str, list[ReaderHit]] = {}
     for _, record in read_jsonl(Path(f"{reranked}.spans.jsonl")):

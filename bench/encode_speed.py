@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from corefsearch.dense.encoder import default_model_path
+    from corefsearch.models import default_model_path
 
     torch.set_num_threads(args.threads)
     folder = exported_encoder(root, args.encoder)

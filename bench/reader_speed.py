@@ -106,7 +106,8 @@ def dataset_and_index(root: Path) -> tuple[Path, Path]:
 
 def untrained_reader(root: Path) -> Path:
     """A freshly initialised integrated reader (markers) on the bundled all-MiniLM-L6-v2."""
-    from corefsearch.reader.model import READER_CONFIG, CrossEncoderReader, ReaderConfig
+    from corefsearch.models import READER_CONFIG
+    from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
 
     folder = root / UNTRAINED
     if not (folder / READER_CONFIG).exists():
@@ -156,9 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from corefsearch.io.trec import read_qrels
-    from corefsearch.pipeline import order_reranked
     from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS
     from corefsearch.reader.read import Reader
+    from corefsearch.reader.rerank import order_reranked
     from corefsearch.sparse.search import BM25Options, BM25Searcher
 
     torch.set_num_threads(args.threads)

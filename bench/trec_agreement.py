@@ -36,7 +36,7 @@ from pathlib import Path
 
 from bm25 import cpu_model, markdown_table, write_section
 
-from corefsearch.evaluate.ranking import METRICS, ir_measures_name
+from corefsearch.evaluate.metrics import METRICS, ir_measures_name
 from corefsearch.evaluate.trec_eval_binary import extract_trec_eval
 from corefsearch.io.trec import read_qrels, read_run, trec_eval_order, trec_eval_scores
 

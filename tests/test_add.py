@@ -298,7 +298,8 @@ def index_all(dataset: Path, out: Path, model: Path, faiss_type: str = "flat") -
 
 def search_runs(index: Path, dataset: Path, out: Path) -> dict[str, Path]:
     from corefsearch.fusion import FusionOptions
-    from corefsearch.pipeline import RetrievalOptions, search_to_run
+    from corefsearch.pipeline import search_to_run
+    from corefsearch.retriever import RetrievalOptions
     from corefsearch.sparse.search import BM25Options
 
     out.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,9 @@ from corefsearch.cluster.loss import contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
 from corefsearch.cluster.run import cluster_dataset
 from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
-from corefsearch.dense.checkpoint import work_dir_for
 from corefsearch.errors import InputError
 from corefsearch.training import seed_everything
+from corefsearch.training.checkpoint import work_dir_for
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

@@ -18,6 +18,7 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
 from corefsearch.errors import InputError
 from corefsearch.io.trec import read_run, write_run
+from corefsearch.run_writer import run_rows
 from corefsearch.schema import Passage, Query
 from corefsearch.sparse.index import (
     LUCENE_DIR,
@@ -27,7 +28,7 @@ from corefsearch.sparse.index import (
     load_lucene_manifest,
     passage_contents,
 )
-from corefsearch.sparse.search import BM25Options, BM25Searcher, parse_fields, run_rows
+from corefsearch.sparse.search import BM25Options, BM25Searcher, parse_fields
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})

@@ -33,9 +33,9 @@ from corefsearch.dense.indexing import (
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.fusion import FusionOptions, fuse, interpolation, reciprocal_rank_fusion
-from corefsearch.pipeline import RetrievalOptions, search_to_run
-from corefsearch.schema import Query
-from corefsearch.sparse.search import Hit
+from corefsearch.pipeline import search_to_run
+from corefsearch.retriever import RetrievalOptions
+from corefsearch.schema import Hit, Query
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})

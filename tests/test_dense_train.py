@@ -15,8 +15,6 @@ import pytest
 from tiny_models import save_tiny_bert
 from typer.testing import CliRunner
 
-from corefsearch.dense.checkpoint import work_dir_for
-from corefsearch.dense.encoder import MENTION_END, MENTION_START
 from corefsearch.dense.examples import (
     TrainingExample,
     epoch_examples,
@@ -27,7 +25,9 @@ from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.dense.train import RetrieverTrainingArguments, train_retriever
 from corefsearch.errors import InputError
+from corefsearch.models import MENTION_END, MENTION_START
 from corefsearch.schema import Query
+from corefsearch.training.checkpoint import work_dir_for
 
 # --- a tiny news corpus: six events, two documents each, one mention a sentence ({marked}) ----------
 

@@ -23,7 +23,9 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.engine import SearchEngine
 from corefsearch.errors import InputError
-from corefsearch.pipeline import ReaderOptions, RetrievalOptions, adhoc_query
+from corefsearch.pipeline import adhoc_query
+from corefsearch.reader.rerank import ReaderOptions
+from corefsearch.retriever import RetrievalOptions
 from corefsearch.sparse.search import BM25Options
 
 java = pytest.mark.java

@@ -94,7 +94,7 @@ def ir_measures_means(run_path: Path, qrels_path: Path) -> dict[str, float]:
     """ir-measures on the files as a user reads them, means over every qrels query."""
     import ir_measures
 
-    from corefsearch.evaluate.ranking import ir_measures_name
+    from corefsearch.evaluate.metrics import ir_measures_name
 
     measures = {metric: ir_measures.parse_measure(ir_measures_name(metric)) for metric in ALL}
     by_measure = {str(measure): metric for metric, measure in measures.items()}

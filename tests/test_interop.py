@@ -139,7 +139,8 @@ def test_pyserini_lucene_searcher_opens_the_index_after_configure_java(subset_in
 @pytest.mark.java
 def test_save_topics_reproduces_the_bm25_run_with_pyserinis_cli(subset_index: Path, subset_dataset: Path,
                                                                 tmp_path: Path) -> None:
-    from corefsearch.pipeline import RetrievalOptions, search_to_run
+    from corefsearch.pipeline import search_to_run
+    from corefsearch.retriever import RetrievalOptions
     from corefsearch.sparse.search import BM25Options, BM25Searcher
 
     queries = some_queries(subset_dataset, 8)

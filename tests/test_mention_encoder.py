@@ -22,9 +22,10 @@ from tiny_models import save_tiny_bert
 from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
 from corefsearch.cluster.loss import contrastive_loss, cosine_distance
-from corefsearch.cluster.model import CLUSTERER_CONFIG, HEAD_WEIGHTS, ClustererConfig, MentionEncoder
+from corefsearch.cluster.model import HEAD_WEIGHTS, ClustererConfig, MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, positive_pairs, training_pairs
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.models import CLUSTERER_CONFIG
 
 FILLER = [f"w{i}" for i in range(200)]
 

@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import work_dir_for
 from corefsearch.errors import InputError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run, write_run
@@ -28,6 +27,7 @@ from corefsearch.reader.read import Reader
 from corefsearch.reader.spans import top_spans
 from corefsearch.reader.train import ReaderTrainingArguments, epoch_examples, example_loss, train_reader
 from corefsearch.schema import Query
+from corefsearch.training.checkpoint import work_dir_for
 from corefsearch.windows import query_window
 
 runner = CliRunner()
@@ -432,9 +432,9 @@ def test_corpus_words_cover_the_passages() -> None:
 
 
 def test_rerank_orders_by_the_reader_or_fuses_with_the_retriever() -> None:
-    from corefsearch.pipeline import order_reranked
     from corefsearch.reader.read import ReaderHit
-    from corefsearch.sparse.search import Hit
+    from corefsearch.reader.rerank import order_reranked
+    from corefsearch.schema import Hit
 
     retrieved = [Hit(pid, 10.0 - i) for i, pid in enumerate("abcde")]
     read = [ReaderHit("c", 3.0, 0, 1, "x"), ReaderHit("a", 2.0, 0, 1, "x"), ReaderHit("b", -1.0, 0, 1, "x")]

@@ -22,7 +22,8 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run
-from corefsearch.reader.model import READER_CONFIG, CrossEncoderReader
+from corefsearch.models import READER_CONFIG
+from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
 from corefsearch.reader.train import (
     RRF_METRIC,

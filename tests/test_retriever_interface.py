@@ -237,26 +237,6 @@ def test_index_manifests_check_the_dataset(both_indexes: Path, subset_dataset: P
         IndexManifests.load(both_indexes, ["dense"]).check_dataset(other)
 
 
-def test_moved_names_keep_their_old_import_paths() -> None:
-    import corefsearch.pipeline as pipeline
-    import corefsearch.reader.rerank as rerank
-    import corefsearch.retriever as retriever
-    import corefsearch.run_writer as run_writer
-    import corefsearch.schema as schema
-    import corefsearch.sparse.highlight as highlight
-    import corefsearch.sparse.search as sparse_search
-
-    assert sparse_search.Hit is schema.Hit and pipeline.Hit is schema.Hit
-    assert pipeline.RetrievalOptions is retriever.RetrievalOptions
-    assert pipeline.rerank_hits is rerank.rerank_hits and pipeline.order_reranked is rerank.order_reranked
-    assert pipeline.ReaderOptions is rerank.ReaderOptions
-    assert pipeline.matched_spans is highlight.matched_spans
-    assert pipeline.spans_path_for is run_writer.spans_path_for
-    assert pipeline.run_metadata_path is run_writer.run_metadata_path
-    assert pipeline.save_topics_file is run_writer.save_topics_file
-    assert sparse_search.run_rows is run_writer.run_rows
-
-
 def test_span_record_is_the_spans_file_line(tmp_path: Path) -> None:
     from corefsearch.evaluate.spans import read_spans
     from corefsearch.reader.read import ReaderHit

@@ -22,7 +22,6 @@ import test_reader
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
-from corefsearch.dense.checkpoint import work_dir_for
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import (
     check_output_dir,
@@ -32,6 +31,7 @@ from corefsearch.io.outputs import (
     output_lock,
 )
 from corefsearch.io.trec import RunRow, write_run
+from corefsearch.training.checkpoint import work_dir_for
 
 # A wide console, so that rich does not wrap long temporary paths in the output.
 runner = CliRunner(env={"COLUMNS": "400"})

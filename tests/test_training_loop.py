@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from corefsearch.dense.checkpoint import work_dir_for
 from corefsearch.training import LoopOptions, LoopResult, TrainingTask, claim_work_dir, seed_everything, train_loop
+from corefsearch.training.checkpoint import work_dir_for
 from corefsearch.training.common import Log
 
 torch = pytest.importorskip("torch")
@@ -116,7 +116,7 @@ def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 def run(task: Regression, out: Path, *, epochs: int = 3, log: Log | None = None, **options: Any) -> LoopResult:
     work_log = log or (lambda _: None)
-    from corefsearch.dense.checkpoint import WorkDir
+    from corefsearch.training.checkpoint import WorkDir
 
     work = WorkDir(out)
     claim_work_dir(work, {"kind": "toy", "options": {"epochs": epochs, **options}}, False, work_log)
@@ -181,7 +181,7 @@ def test_a_resumed_run_ends_like_an_uninterrupted_one(tmp_path: Path, checkpoint
                 raise Interrupted
 
         work = work_dir_for(out)
-        from corefsearch.dense.checkpoint import WorkDir
+        from corefsearch.training.checkpoint import WorkDir
 
         claim_work_dir(WorkDir(out), {"kind": "toy", "options": {"epochs": 3, "checkpoint_every": checkpoint_every}},
                        False, lambda _: None)

@@ -192,7 +192,7 @@ def _reader(reader: Path | None, rerank_k: int, device: str, fusion: str | None,
                                    "and the reader's, and BM25 has none: add --reader MODEL_DIR, or use "
                                    "--retriever dense|hybrid")
         return None
-    from corefsearch.pipeline import ReaderOptions
+    from corefsearch.reader.rerank import ReaderOptions
 
     return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch")
 
@@ -210,7 +210,7 @@ def _retrieval(retriever: str, encoder: str | None, fusion: str, alpha: float, d
                dense: bool | None = None) -> Any:
     """The retrieval options; ``dense``: a dense retriever is in use (default: ``retriever`` is one)."""
     from corefsearch.fusion import FusionOptions
-    from corefsearch.pipeline import RetrievalOptions
+    from corefsearch.retriever import RetrievalOptions
 
     if (ef_search is not None or nprobe is not None) and not (_is_dense(retriever) if dense is None else dense):
         raise CorefSearchError("--ef-search and --nprobe tune the dense index's search: use them with "

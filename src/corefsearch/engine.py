@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch import __version__
+from corefsearch.datasets.passages import PassageFile
 from corefsearch.errors import InputError
 from corefsearch.reader.rerank import ReaderOptions, rerank_hits
 from corefsearch.retriever import (
     RETRIEVERS,
     IndexManifests,
-    PassageFile,
     RetrievalOptions,
     Retriever,
     check_retriever_name,

@@ -252,9 +252,7 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
       with the model searches with ``out``), then exported there. The bundled model's own folder
       (site-packages) is never written to.
     """
-    from corefsearch.dense.encoder import check_model_folder
-    from corefsearch.dense.model import RETRIEVER_CONFIG
-    from corefsearch.reader.model import READER_CONFIG
+    from corefsearch.models import READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
 
     started = time.perf_counter()
     if out is not None:
@@ -262,9 +260,10 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
     else:
         check_model_folder(folder, "MODEL_DIR")
         folder = Path(folder)
-        if (folder / READER_CONFIG).is_file():
+        kind = model_kind(folder)
+        if kind == "reader":
             summary = _export_reader(folder, quantize, log)
-        elif (folder / RETRIEVER_CONFIG).is_file():
+        elif kind == "retriever":
             summary = _export_retriever(folder, quantize, log)
         else:
             zero_shot = "default" if str(folder) == "default" else str(folder)
@@ -303,18 +302,17 @@ def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] |
 
 
 def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
-    from corefsearch.dense.encoder import check_model_folder
-    from corefsearch.dense.model import RETRIEVER_CONFIG, BiEncoder
+    from corefsearch.dense.model import BiEncoder
     from corefsearch.io.write import atomic_directory
-    from corefsearch.reader.model import READER_CONFIG
+    from corefsearch.models import check_model_folder, model_kind
 
     say = log or (lambda _: None)
     if reference not in ("", "default"):
         check_model_folder(reference, "MODEL")
-        for config, kind in ((READER_CONFIG, "reader"), (RETRIEVER_CONFIG, "retriever")):
-            if (Path(reference) / config).is_file():
-                raise InputError(f"{reference} is a {kind} folder: its export goes into it, `corefsearch export-onnx "
-                                 f"{reference}` (--out is for the bundled default encoder or a Hugging Face model)")
+        kind = model_kind(reference)
+        if kind in ("reader", "retriever"):
+            raise InputError(f"{reference} is a {kind} folder: its export goes into it, `corefsearch export-onnx "
+                             f"{reference}` (--out is for the bundled default encoder or a Hugging Face model)")
     if out.exists() and any(out.iterdir()):
         raise InputError(f"--out {out} already exists and is not empty: give a new folder (the exported copy of "
                          f"{reference or 'default'} is written there)")

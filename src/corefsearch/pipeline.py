@@ -4,8 +4,7 @@ with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``)
 
 Orchestration only: the retrievers are opened by ``corefsearch.retriever``, ad-hoc questions are
 answered by ``corefsearch.engine.SearchEngine``, re-ranking is ``corefsearch.reader.rerank``,
-highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.run_writer``
-(their names are still importable from here)."""
+highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.run_writer``."""
 
 from __future__ import annotations
 
@@ -15,27 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.datasets.dataset import read_queries
-from corefsearch.engine import AdhocHit, AdhocResult, SearchEngine, adhoc_query_record, query_of
+from corefsearch.engine import AdhocResult, SearchEngine, query_of
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
-from corefsearch.reader.rerank import RERANK_FUSIONS, ReaderOptions, order_reranked, rerank_hits
-from corefsearch.retriever import RETRIEVERS, IndexManifests, RetrievalOptions, Retriever, open_retriever
-from corefsearch.run_writer import (
-    RunWriter,
-    run_metadata_path,
-    save_topics_file,
-    spans_path_for,
-    write_run_metadata,
-)
-from corefsearch.schema import Hit, Query
-from corefsearch.sparse.highlight import _lucene_analyzer, matched_spans
-from corefsearch.sparse.search import BM25Options
-
-__all__ = ["RERANK_FUSIONS", "RETRIEVERS", "AdhocHit", "AdhocResult", "DenseIndexOptions", "Hit", "ReaderOptions",
-           "RetrievalOptions", "SearchSummary", "_lucene_analyzer", "adhoc_query", "adhoc_query_record",
-           "check_query_passages", "index_dataset", "matched_spans", "order_reranked", "rerank_hits",
-           "run_metadata_path", "save_topics_file", "search_to_run", "spans_path_for", "write_run_metadata"]
+from corefsearch.reader.rerank import ReaderOptions, rerank_hits
+from corefsearch.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever
+from corefsearch.run_writer import RunWriter, spans_path_for
+from corefsearch.schema import Query
+from corefsearch.sparse.search import BM25Options, save_topics_file
 
 
 @dataclass
@@ -54,9 +41,9 @@ class DenseIndexOptions:
 
     def validate(self) -> None:
         """Every option checked before any work (the dense index builder checks them again)."""
-        from corefsearch.dense.encoder import check_device
         from corefsearch.dense.faiss_index import check_faiss_type
         from corefsearch.dense.indexing import parse_shard
+        from corefsearch.models import check_device
 
         check_faiss_type(self.faiss_type)
         check_device(self.device)

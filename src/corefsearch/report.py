@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
     from corefsearch.datasets.build import BuildSummary
     from corefsearch.dense.indexing import DenseIndexSummary
-    from corefsearch.pipeline import AdhocResult
+    from corefsearch.engine import AdhocResult
     from corefsearch.sparse.index import IndexSummary
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch import __version__
-from corefsearch.errors import InputError
 from corefsearch.io.trec import RunRow, write_run
 from corefsearch.io.write import atomic_file, write_jsonl
 from corefsearch.schema import Hit, Query, SpanRecord
@@ -45,23 +44,6 @@ def run_rows(results: Iterable[tuple[Query, list[Hit]]], tag: str) -> Iterator[R
     for query, hits in results:
         for rank, hit in enumerate(hits, start=1):
             yield RunRow(query.id, hit.passage_id, rank, hit.score, tag)
-
-
-def save_topics_file(path: Path, queries: list[Query], strings: list[str]) -> int:
-    """Write the BM25 query ``strings`` of the ``queries`` as a Pyserini/Anserini topics TSV
-    (``qid<TAB>query``, whitespace folded to single spaces, as corefsearch hands them to
-    Anserini), so that ``python -m pyserini.search.lucene --topics FILE.tsv --bm25`` searches
-    with the same strings. Returns the number of topics written."""
-    from corefsearch.sparse.search import _one_line
-
-    rows = 0
-    with atomic_file(Path(path)) as handle:
-        for query, string in zip(queries, strings, strict=True):
-            if "\t" in query.id or "\n" in query.id:
-                raise InputError(f"query id {query.id!r} holds a tab or line break: it cannot go in a topics TSV")
-            handle.write(f"{query.id}\t{_one_line(string)}\n")
-            rows += 1
-    return rows
 
 
 @dataclass

@@ -30,14 +30,12 @@ from corefsearch.cluster.inputs import (
     MentionRecord,
     encoder_input,
 )
-from corefsearch.dense.encoder import DEFAULT_MODEL, load_offline, resolve_model
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.model_folder import EncoderWithHead
+from corefsearch.models import CLUSTERER_CONFIG, DEFAULT_MODEL, EncoderWithHead, load_offline, resolve_model
 
 if TYPE_CHECKING:
     import torch
 
-CLUSTERER_CONFIG = "corefsearch_clusterer.json"
 HEAD_WEIGHTS = "clusterer_head.safetensors"
 TRAIN_HINT = "train one with `corefsearch train clusterer`"
 

@@ -70,7 +70,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                              "every pair within a group, leave --k out")
         if batch_size < 1:
             raise InputError(f"--batch-size must be at least 1, got {batch_size}")
-        from corefsearch.dense.encoder import check_device
+        from corefsearch.models import check_device
 
         check_device(device)
         if ray is not None:
@@ -113,7 +113,7 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     number of distinct inputs encoded. The seconds of the two steps go into ``stages``."""
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
-    from corefsearch.dense.encoder import resolve_device
+    from corefsearch.models import resolve_device
 
     # With --ray the workers encode; here the encoder tokenises and batches, on the CPU.
     encoder = MentionEncoder.load(model, resolve_device("cpu" if ray is not None else device))

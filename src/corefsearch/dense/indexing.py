@@ -168,8 +168,8 @@ def load_encoder(encoder: str | BiEncoder | None, device: str = "auto", backend:
     """A retriever from a folder, a Hugging Face name or ``default``; an instance passes through.
     ``backend`` ``onnx`` or ``onnx-int8``: the encoders of ``sides`` run with ONNX Runtime on the CPU
     (``BiEncoder.use_backend``; an instance is switched in place)."""
-    from corefsearch.dense.encoder import check_model_folder, resolve_device
     from corefsearch.dense.model import BiEncoder
+    from corefsearch.models import check_model_folder, resolve_device
     from corefsearch.onnx_backend import check_backend_device
 
     check_backend_device(backend, device)

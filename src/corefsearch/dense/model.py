@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.dense.encoder import EncoderConfig, TextEncoder, resolve_model
+from corefsearch.dense.encoder import EncoderConfig, TextEncoder
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.models import RETRIEVER_CONFIG, model_kind, resolve_model
 
-RETRIEVER_CONFIG = "corefsearch_retriever.json"
 QUERY_ENCODER = "query_encoder"
 PASSAGE_ENCODER = "passage_encoder"
 
@@ -43,7 +43,7 @@ class RetrieverConfig:
 
 
 def is_retriever_dir(path: str | Path | None) -> bool:
-    return path is not None and (Path(path) / RETRIEVER_CONFIG).exists()
+    return model_kind(path) == "retriever"
 
 
 class BiEncoder:
@@ -72,9 +72,7 @@ class BiEncoder:
     @classmethod
     def load(cls, name_or_path: str | None, device: str = "cpu") -> BiEncoder:
         """A trained retriever folder, or any Hugging Face model as a zero-shot retriever."""
-        from corefsearch.reader.model import READER_CONFIG
-
-        if name_or_path not in (None, "") and (Path(str(name_or_path)) / READER_CONFIG).exists():
+        if model_kind(name_or_path) == "reader":
             raise InputError(f"{name_or_path} is a reader (from `corefsearch train reader`), not a retriever: a dense "
                              "encoder is a retriever folder from `corefsearch train retriever`, a Hugging Face model "
                              "name or folder, or `default`; give a reader to --reader")

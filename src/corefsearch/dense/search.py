@@ -114,7 +114,7 @@ class DenseSearcher:
     def passage(self, passage_id: str) -> dict[str, Any]:
         """The passage ``{"id", "title", "text"}`` (see the class's note on where the texts come from)."""
         if self.passages is None:
-            from corefsearch.retriever import PassageFile
+            from corefsearch.datasets.passages import PassageFile
 
             self.passages = PassageFile(Path(self.manifest["dataset"]) / "passages.jsonl",
                                         self.manifest["passages_sha256"], f"the index {self.index}")

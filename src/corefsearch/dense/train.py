@@ -43,8 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import HARD_NEGATIVES_FILE, WorkDir
-from corefsearch.dense.encoder import POOLINGS, check_model_folder, resolve_device
+from corefsearch.dense.encoder import POOLINGS
 from corefsearch.dense.examples import (
     StoredPassage,
     TrainingExample,
@@ -60,6 +59,7 @@ from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file, write_json
 from corefsearch.memory import release_memory
+from corefsearch.models import check_model_folder, resolve_device
 from corefsearch.schema import Query
 from corefsearch.training import (
     Log,
@@ -73,6 +73,7 @@ from corefsearch.training import (
     set_threads,
     train_loop,
 )
+from corefsearch.training.checkpoint import HARD_NEGATIVES_FILE, WorkDir
 
 if TYPE_CHECKING:
     import torch
@@ -126,7 +127,7 @@ class RetrieverTrainingArguments:
             raise InputError(f"--lr must be positive, got {self.lr}")
         if not self.weight_decay >= 0:  # also refuses NaN
             raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
-        from corefsearch.dense.encoder import check_device
+        from corefsearch.models import check_device
 
         check_device(self.device)
         if not 0 <= self.warmup < 1:

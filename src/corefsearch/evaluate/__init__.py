@@ -8,22 +8,19 @@ this package stays cheap for the CLI.
 
 from corefsearch.evaluate.coresearch import evaluate_coresearch, micro_recall
 from corefsearch.evaluate.curves import Curve, cutoff_curve, plot_curves
-from corefsearch.evaluate.ranking import (
+from corefsearch.evaluate.metrics import (
     ALL_METRICS,
     DEFINITIONS,
     INFAP,
     METRICS,
-    Evaluation,
-    add_span_scores,
-    evaluate_files,
-    evaluate_run,
+    SPAN_METRICS,
     parse_metrics,
     rank_documents,
 )
+from corefsearch.evaluate.ranking import Evaluation, add_span_scores, evaluate_files, evaluate_run
 from corefsearch.evaluate.report import render_table, to_csv, to_json, write_per_query_csv
 from corefsearch.evaluate.significance import paired_test
 from corefsearch.evaluate.spans import (
-    SPAN_METRICS,
     SpanPrediction,
     SpanScores,
     exact_match,

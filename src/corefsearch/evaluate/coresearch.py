@@ -13,12 +13,9 @@ definitions agree wherever they should.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
-from corefsearch.evaluate.ranking import METRICS, rank_documents
-
-Run = Mapping[str, Mapping[str, float]]
-Qrels = Mapping[str, Mapping[str, int]]
+from corefsearch.evaluate.metrics import METRICS, Qrels, Run, rank_documents
 
 
 def _cutoff(metric: str) -> int:

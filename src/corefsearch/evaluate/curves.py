@@ -14,16 +14,13 @@ canvas, so the caller's pyplot backend and state are left alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from corefsearch.evaluate.ranking import check_definition, rank_documents
+from corefsearch.evaluate.metrics import Qrels, Run, check_definition, rank_documents
 from corefsearch.io.outputs import output_lock
 from corefsearch.io.write import atomic_file
-
-Run = Mapping[str, Mapping[str, float]]
-Qrels = Mapping[str, Mapping[str, int]]
 
 # The cut-offs of the default table, marked on the plot.
 MARKED_CUTOFFS = (10, 50, 100, 500)

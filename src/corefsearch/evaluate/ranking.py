@@ -20,7 +20,6 @@ A reader's spans file can add EM and F1 (SQuAD v1.1, see ``spans.py``) to a run'
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,42 +27,26 @@ from typing import TYPE_CHECKING
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
-from corefsearch.evaluate.spans import SPAN_METRICS, SpanScores, score_spans
-from corefsearch.io.trec import read_qrels, read_run, trec_eval_order
+from corefsearch.evaluate.metrics import (
+    INFAP,
+    METRICS,
+    UNJUDGED,
+    Qrels,
+    Run,
+    check_definition,
+    ir_measures_name,
+    is_definition_metric,
+    rank_documents,
+)
+from corefsearch.evaluate.spans import SpanScores, score_spans
+from corefsearch.io.trec import read_qrels, read_run
 
 if TYPE_CHECKING:
     from corefsearch.evaluate.curves import Curve
 
-Run = Mapping[str, Mapping[str, float]]
-Qrels = Mapping[str, Mapping[str, int]]
 
-DEFINITIONS: tuple[str, ...] = ("trec", "coresearch")
-METRICS: tuple[str, ...] = ("MRR@10", "mAP@10", "mAP@50", "R@10", "R@50", "R@100", "R@500")
-INFAP = "infAP"
-# Every metric that can appear, in table order.
-ALL_METRICS: tuple[str, ...] = (*METRICS, INFAP, *SPAN_METRICS)
-UNJUDGED = -1
-
-# Our (paper) metric names -> ir-measures names (trec_eval: recip_rank cut at 10, map_cut_k,
-# recall_k, infAP).
-IR_MEASURES_NAMES: dict[str, str] = {
-    "MRR@10": "RR@10",
-    "mAP@10": "AP@10",
-    "mAP@50": "AP@50",
-    "R@10": "R@10",
-    "R@50": "R@50",
-    "R@100": "R@100",
-    "R@500": "R@500",
-    INFAP: "infAP",
-}
 
 _EXAMPLES = 5  # how many query ids a warning names
-
-# Our metric names with any cut-off: MRR@k, mAP@k, R@k (the definition decides their semantics).
-_DEFINITION_METRIC = re.compile(r"(MRR|mAP|R)@([1-9][0-9]*)")
-_IR_MEASURES_PREFIX = {"MRR": "RR", "mAP": "AP", "R": "R"}
-DEFAULTS_KEYWORD = "defaults"
-METRIC_EXAMPLES = "nDCG@10, P@5, R@1000, RR, RR@10, AP, AP@10, infAP"
 
 
 @dataclass
@@ -94,61 +77,6 @@ class Evaluation:
     @property
     def metrics(self) -> list[str]:
         return list(self.aggregate)
-
-
-def is_definition_metric(metric: str) -> bool:
-    """MRR@k, mAP@k and R@k: computed under the chosen definition (the rest is always trec_eval's)."""
-    return _DEFINITION_METRIC.fullmatch(metric) is not None
-
-
-def ir_measures_name(metric: str) -> str:
-    """The ir-measures name of a metric: MRR@k -> RR@k, mAP@k -> AP@k; others are ir-measures names."""
-    match = _DEFINITION_METRIC.fullmatch(metric)
-    return f"{_IR_MEASURES_PREFIX[match[1]]}@{match[2]}" if match else IR_MEASURES_NAMES.get(metric, metric)
-
-
-def parse_metrics(spec: str | Sequence[str]) -> list[str]:
-    """The metrics of ``--metrics`` (comma-separated, or a list), in the order given, each once.
-
-    A name is one of ours with any cut-off (MRR@k, mAP@k, R@k), ``defaults`` (the default set
-    in its order), or an ir-measures measure (nDCG@10, P@5, RR, AP@100, infAP, ...), spelled as
-    ir-measures prints it. Raises ``InputError`` naming an unknown or incomputable one.
-    """
-    import ir_measures
-
-    names = [part.strip() for part in (spec.split(",") if isinstance(spec, str) else spec)]
-    if not any(names):
-        raise InputError(f"--metrics names no metric; give comma-separated names such as {METRIC_EXAMPLES}")
-    metrics: list[str] = []
-    for name in names:
-        if not name:
-            continue
-        if name == DEFAULTS_KEYWORD:
-            metrics.extend(m for m in METRICS if m not in metrics)
-            continue
-        if not is_definition_metric(name):
-            try:
-                measure = ir_measures.parse_measure(name)
-                # a one-query evaluation: fails now, not after the runs are read, where no provider computes it
-                ir_measures.calc_aggregate([measure], {"q": {"d": 1}}, {"q": {"d": 1.0}})
-            except Exception as err:  # ir-measures raises NameError, ValueError, AssertionError, ...
-                what = "unknown metric" if isinstance(err, NameError) else "ir-measures cannot compute the metric"
-                raise InputError(f"--metrics: {what} {name!r}; give ir-measures names such as {METRIC_EXAMPLES}, "
-                                 f"or {', '.join(METRICS)} ({DEFAULTS_KEYWORD} = all of these)") from None
-            name = str(measure)
-        if name not in metrics:
-            metrics.append(name)
-    return metrics
-
-
-def check_definition(definition: str) -> None:
-    if definition not in DEFINITIONS:
-        raise InputError(f"unknown metric definition {definition!r}; choose one of {', '.join(DEFINITIONS)}")
-
-
-def rank_documents(scores: Mapping[str, float]) -> list[str]:
-    """Doc ids best first, in trec_eval's order: score (as a C float) descending, then doc id descending."""
-    return trec_eval_order(scores)
 
 
 def _tie_free(scores: Mapping[str, float]) -> dict[str, float]:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corefsearch.evaluate.ranking import Evaluation, is_definition_metric
+from corefsearch.evaluate.metrics import SPAN_METRICS, is_definition_metric
+from corefsearch.evaluate.ranking import Evaluation
 from corefsearch.evaluate.significance import paired_test
-from corefsearch.evaluate.spans import SPAN_METRICS
 from corefsearch.io.outputs import output_lock
 from corefsearch.io.write import atomic_file
 

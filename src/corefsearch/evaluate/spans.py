@@ -17,22 +17,16 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
+from corefsearch.evaluate.metrics import EM, F1, Qrels, Run
 from corefsearch.io.read import read_jsonl
 from corefsearch.schema import SPLITS, Passage, Query, SpanRecord
-
-Run = Mapping[str, Mapping[str, float]]
-Qrels = Mapping[str, Mapping[str, int]]
-
-EM = "EM"
-F1 = "F1"
-SPAN_METRICS: tuple[str, ...] = (EM, F1)
 
 # field -> (accepted types, how an error names them)
 _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {

@@ -22,9 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.dense.encoder import DEFAULT_MODEL, add_marker_tokens, load_offline, resolve_model
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.model_folder import EncoderWithHead
+from corefsearch.models import (
+    DEFAULT_MODEL,
+    READER_CONFIG,
+    EncoderWithHead,
+    add_marker_tokens,
+    load_offline,
+    model_kind,
+    resolve_model,
+)
 from corefsearch.reader.inputs import PairWindow
 from corefsearch.reader.spans import top_spans
 
@@ -35,7 +42,6 @@ HEADS = ("dpr", "integrated")
 # How `search --reader` orders the re-ranked passages (`--rerank-fusion`): the reader's score, or
 # reciprocal rank fusion with the retriever's ranks; `train reader` records the one that won on dev.
 FUSIONS = ("reader", "rrf")
-READER_CONFIG = "corefsearch_reader.json"
 HEAD_WEIGHTS = "reader_head.safetensors"
 
 
@@ -138,11 +144,9 @@ class CrossEncoderReader(EncoderWithHead):
         """The configuration of the reader saved in ``folder``, checked, without loading its weights
         (what a caller that only needs the reader's settings reads: ``search --reader --ray``)."""
         from corefsearch.artefacts import config_from_json
-        from corefsearch.dense.model import RETRIEVER_CONFIG
-
         folder = Path(folder)
         config_path = folder / READER_CONFIG
-        if (folder / RETRIEVER_CONFIG).is_file():
+        if model_kind(folder) == "retriever":
             raise InputError(f"{folder} is a retriever (from `corefsearch train retriever`), not a reader: --reader "
                              "takes a folder from `corefsearch train reader`; give a retriever to --encoder")
         if not config_path.is_file() or not (folder / HEAD_WEIGHTS).is_file():

@@ -77,7 +77,7 @@ class Reader:
         """The reader saved in ``folder``; ``backend`` ``onnx`` or ``onnx-int8`` runs its encoder with
         ONNX Runtime (on the CPU, ``threads`` intra-op threads) from the folder's ``onnx/`` export
         (``corefsearch export-onnx``), the head in torch."""
-        from corefsearch.dense.encoder import resolve_device
+        from corefsearch.models import resolve_device
         from corefsearch.onnx_backend import OnnxEncoder, check_backend_device, check_onnx_export
 
         check_backend_device(backend, device)

@@ -33,20 +33,19 @@ class ReaderOptions:
     def validate(self) -> None:
         if self.rerank_k < 1:
             raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
-        from corefsearch.dense.encoder import check_device
+        from corefsearch.models import check_device
 
         check_device(self.device)
         if self.fusion is not None and self.fusion not in RERANK_FUSIONS:
             raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
         if self.batch_size is not None and self.batch_size < 0:
             raise InputError(f"reader batch size must be at least 1 (0: no cap), got {self.batch_size}")
-        from corefsearch.dense.encoder import check_model_folder
+        from corefsearch.models import check_model_folder, model_kind
         from corefsearch.onnx_backend import check_backend_device, check_onnx_export
-        from corefsearch.reader.model import READER_CONFIG
 
         check_backend_device(self.backend, self.device)
         check_model_folder(Path(self.model), "--reader")
-        if self.backend != "torch" and (Path(self.model) / READER_CONFIG).is_file():  # else: "not a reader"
+        if self.backend != "torch" and model_kind(self.model) == "reader":  # else: "not a reader"
             check_onnx_export(Path(self.model), self.backend)
 
     def load(self) -> Any:

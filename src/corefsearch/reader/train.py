@@ -39,12 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.checkpoint import WorkDir
-from corefsearch.dense.encoder import check_model_folder, resolve_device
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file, write_json
+from corefsearch.models import check_model_folder, resolve_device
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
 from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig, ReaderOutput
 from corefsearch.reader.read import Reader
@@ -61,6 +60,7 @@ from corefsearch.training import (
     set_threads,
     train_loop,
 )
+from corefsearch.training.checkpoint import WorkDir
 
 if TYPE_CHECKING:
     import torch
@@ -131,7 +131,7 @@ class ReaderTrainingArguments:
             raise InputError(f"--span-weight must be a positive number, got {self.span_weight}")
         if self.ranking_loss not in RANKING_LOSSES:
             raise InputError(f"--ranking-loss must be one of {', '.join(RANKING_LOSSES)}, got {self.ranking_loss!r}")
-        from corefsearch.dense.encoder import check_device
+        from corefsearch.models import check_device
 
         check_device(self.device)
         resolve_log_every(self.log_every)
@@ -181,7 +181,7 @@ class _Data:
 
 
 def _ranked(scores: dict[str, float]) -> list[str]:
-    from corefsearch.evaluate.ranking import rank_documents
+    from corefsearch.evaluate.metrics import rank_documents
 
     return rank_documents(scores)
 

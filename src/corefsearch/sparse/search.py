@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.errors import InputError
+from corefsearch.io.write import atomic_file
 from corefsearch.progress import track
-from corefsearch.run_writer import run_rows  # noqa: F401  (re-exported: it used to live here)
-from corefsearch.schema import Hit, Query  # Hit: re-exported here, where it used to live
+from corefsearch.schema import Hit, Query
 from corefsearch.sparse.formulation import QUERY_FORMATS, formulate
 from corefsearch.sparse.index import FIELDS, FIELDS_DIR, LUCENE_DIR, load_lucene_manifest, require_fields
 
@@ -370,3 +370,19 @@ def warn_long_queries(strings: Sequence[str], qids: Sequence[str]) -> int:
                       "with all their terms (slower; Pyserini's own searchers would refuse them)", stacklevel=3)
     return len(long)
 
+
+def save_topics_file(path: Path, queries: list[Query], strings: list[str]) -> int:
+    """Write the BM25 query ``strings`` of the ``queries`` as a Pyserini/Anserini topics TSV
+    (``qid<TAB>query``, whitespace folded to single spaces, as corefsearch hands them to
+    Anserini), so that ``python -m pyserini.search.lucene --topics FILE.tsv --bm25`` searches
+    with the same strings. Returns the number of topics written."""
+    from corefsearch.sparse.search import _one_line
+
+    rows = 0
+    with atomic_file(Path(path)) as handle:
+        for query, string in zip(queries, strings, strict=True):
+            if "\t" in query.id or "\n" in query.id:
+                raise InputError(f"query id {query.id!r} holds a tab or line break: it cannot go in a topics TSV")
+            handle.write(f"{query.id}\t{_one_line(string)}\n")
+            rows += 1
+    return rows

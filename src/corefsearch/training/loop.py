@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corefsearch.dense.checkpoint import WorkDir, set_rng_state
 from corefsearch.errors import InputError
 from corefsearch.io.write import atomic_directory, write_json
+from corefsearch.training.checkpoint import WorkDir, set_rng_state
 from corefsearch.training.common import Log, StepBoundary, TrainingProgress, adamw, default_log
 from corefsearch.training.task import TrainingTask
 
