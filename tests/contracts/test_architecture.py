@@ -1,0 +1,186 @@
+"""The layers of the package (README, "Architecture"), checked from its import graph.
+
+Every ``import`` and ``from … import`` of ``src/corefsearch`` is read with :mod:`ast` (the lazy ones
+inside functions too; only those under ``if TYPE_CHECKING:`` are left out, since they never run):
+
+* no import cycles between modules;
+* no import from a lower layer to a higher one (floor < wings < stages < surface);
+* no private name (``_name``) imported from another package: a wing uses another only through its
+  public names;
+* no module over 600 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = SRC / "corefsearch"
+MAX_LINES = 600
+
+# Layer of each module, by the longest matching prefix (dotted names under corefsearch).
+LAYERS: dict[str, int] = {
+    # floor: shared plumbing, knows no wing
+    "corefsearch": 0, "errors": 0, "schema": 0, "io": 0, "artefacts": 0, "models": 0, "training": 0,
+    "evaluate.metrics": 0, "progress": 0, "memory": 0, "windows": 0, "segmentation": 0, "nlp": 0,
+    "onnx_backend": 0, "model_card": 0,
+    # wings
+    "datasets": 1, "sparse": 1, "dense": 1, "reader": 1, "cluster": 1, "fusion": 1, "evaluate": 1,
+    # stages: compose wings
+    "retriever": 2, "hybrid": 2, "engine": 2, "pipeline": 2, "add": 2, "distributed": 2, "onnx_export": 2,
+    # surface
+    "cli": 3, "serve": 3, "pyserini_cli": 3,
+}
+LAYER_NAMES = ("floor", "wing", "stage", "surface")
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _layer(module: str) -> int:
+    rest = module.split(".", 1)[1] if "." in module else "corefsearch"
+    keys = [key for key in LAYERS if rest == key or rest.startswith(key + ".")]
+    if not keys:
+        raise AssertionError(f"{module} has no layer in LAYERS: add it")
+    return LAYERS[max(keys, key=len)]
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+class _Imports(ast.NodeVisitor):
+    """(target module, imported name or None, line) of every corefsearch import that can run."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str | None, int]] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level == 0 and node.module and node.module.split(".")[0] == "corefsearch":
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                if submodule in MODULES:
+                    self.found.append((submodule, None, node.lineno))
+                else:
+                    self.found.append((node.module, alias.name, node.lineno))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name.split(".")[0] == "corefsearch":
+                self.found.append((alias.name, None, node.lineno))
+
+
+def _imports() -> dict[str, list[tuple[str, str | None, int]]]:
+    graph = {}
+    for module, path in MODULES.items():
+        visitor = _Imports()
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        graph[module] = [(target, name, line) for target, name, line in visitor.found if target != module]
+    return graph
+
+
+GRAPH = _imports()
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(sorted(component))
+    return components
+
+
+def test_no_module_imports_a_module_that_imports_it_back() -> None:
+    graph = {module: {target for target, _, _ in found if target in MODULES} for module, found in GRAPH.items()}
+    # A package's __init__ importing its own modules is how a package exports names: not a cycle.
+    for module in graph:
+        graph[module] = {t for t in graph[module] if not (module.startswith(t + ".") and MODULES[t].name ==
+                                                          "__init__.py")}
+    assert _cycles(graph) == []
+
+
+def test_no_layer_imports_a_higher_one() -> None:
+    upward = [f"{MODULES[m].relative_to(SRC)}:{line} ({LAYER_NAMES[_layer(m)]}) imports {t} "
+              f"({LAYER_NAMES[_layer(t)]})"
+              for m, found in GRAPH.items() for t, _, line in found if _layer(t) > _layer(m)]
+    assert upward == []
+
+
+def test_no_private_name_is_imported_from_another_package() -> None:
+    reach_ins = [f"{MODULES[m].relative_to(SRC)}:{line} imports {t}.{name}"
+                 for m, found in GRAPH.items() for t, name, line in found
+                 if name is not None and name.startswith("_") and not name.startswith("__")
+                 and _package(t) != _package(m)]
+    assert reach_ins == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_has_a_layer_and_at_most_600_lines(module: str) -> None:
+    _layer(module)
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{MODULES[module].relative_to(SRC)} has {lines} lines: split it by concept"
+
+
+def test_every_package_opens_with_its_module_map() -> None:
+    missing = [str(path.relative_to(SRC)) for path in PACKAGE.rglob("__init__.py")
+               if not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))]
+    assert missing == []
