@@ -22,7 +22,8 @@ import test_dense_train
 import typer
 from typer.testing import CliRunner
 
-from corefsearch.cli import app, user_errors
+from corefsearch.cli import app
+from corefsearch.cli.app import user_errors
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 
@@ -487,7 +488,7 @@ def test_long_error_lines_are_not_wrapped(tmp_path: Path) -> None:
 
 
 def test_long_warning_lines_are_not_wrapped(tmp_path: Path) -> None:
-    from corefsearch.cli import _show_warning, err_console
+    from corefsearch.cli.app import _show_warning, err_console
 
     message = "x" * 150 + " " + str(tmp_path / ("y" * 120))
     with err_console.capture() as captured:

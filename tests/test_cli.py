@@ -4,6 +4,7 @@ build-dataset -> index -> search (two query formats) -> evaluate, and the ad-hoc
 from __future__ import annotations
 
 import csv
+import os
 import json
 import subprocess
 import sys
@@ -253,3 +254,30 @@ def test_cli_import_is_light() -> None:
     code = "import corefsearch.cli, sys; print('torch' in sys.modules, 'pyserini' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["search", "--bogus"], "No such option: --bogus"),
+    (["train", "reader", "DATASET", "--run", "r", "--out", "o", "--epochs", "x"], "Invalid value for '--epochs'"),
+    (["evaluate", "--qrels"], "Option '--qrels' requires an argument"),
+])
+def test_a_usage_error_is_one_line_with_exit_code_2(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "corefsearch.cli", *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+    assert "--help`" in lines[0]
+
+
+def test_summary_lines_are_not_wrapped_when_piped(pipeline: Pipeline, tmp_path: Path) -> None:
+    out = tmp_path / "a-rather-long-directory-name-so-that-the-summary-line-passes-eighty-columns" / "run.trec"
+    out.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "corefsearch.cli", "search", "--index", str(pipeline.index),
+                           "--queries", str(pipeline.dataset / "queries" / "test.jsonl"), "--k", "5",
+                           "--query-format", "mention", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    summary = [line for line in done.stdout.splitlines() if line.startswith("Searched ")]
+    assert len(summary) == 1 and summary[0].endswith(str(out))

@@ -1,8 +1,9 @@
-"""Terminal output of ``build-dataset``, ``index`` and ``query`` (rich tables)."""
+"""What the commands print on stdout: the tables and summary lines of every command, in one place."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,6 +34,14 @@ def print_build_summary(summary: BuildSummary, console: Console) -> None:
 
 
 def print_index_summary(summary: IndexSummary | DenseIndexSummary, console: Console) -> None:
+    _print_index_lines(summary, console)
+    if getattr(summary, "ray_workers", None):
+        console.print(f"Encoded on Ray by {summary.ray_workers} workers; their shards are in "  # type: ignore[union-attr]
+                      f"{summary.path.parent / 'dense-shards'} (`--merge-shards {summary.ray_workers} --faiss TYPE` "
+                      "builds another FAISS type from them without encoding again)", markup=False, soft_wrap=True)
+
+
+def _print_index_lines(summary: IndexSummary | DenseIndexSummary, console: Console) -> None:
     from corefsearch.dense.indexing import DenseIndexSummary
 
     if not isinstance(summary, DenseIndexSummary):
@@ -145,3 +154,42 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
         console.print("No passage matches.")
     else:
         console.print(table)
+
+
+def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
+    wrote = f"{summary.out}" + (f" and {summary.conll}" if summary.conll is not None else "")
+    at = f" at τ {summary.threshold:g}" if summary.threshold is not None else ""
+    stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"
+              if summary.stages else "")
+    if summary.encoded is not None and summary.encoded < summary.mentions:
+        stages += f"; {summary.encoded:,} distinct encoder inputs (identical copies encoded once)"
+    console.print(f"Clustered {summary.mentions:,} mentions into {summary.clusters:,} clusters ({summary.groups:,} "
+                  f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; wrote {wrote}", markup=False)
+
+
+def print_add_summary(summary: Any, console: Console) -> None:
+    console.print(f"Added {summary.documents:,} documents ({summary.passages:,} passages, {summary.mentions:,} "
+                  f"mentions) to {summary.dataset}: {summary.total_passages:,} passages now; {summary.new_queries:,} "
+                  f"new queries, {summary.changed_queries:,} queries with new relevant passages, "
+                  f"{summary.new_clusters:,} new clusters ({summary.seconds:.1f} s)", markup=False)
+    for line in summary.indexes:
+        console.print(f"  index {line}", markup=False)
+
+
+def print_export_summary(summary: Any, model_dir: Path, out: Path | None, console: Console) -> None:
+    for removed in summary.removed:
+        console.print(f"Removed {removed} (from an earlier export; --no-quantize writes none)", markup=False,
+                      soft_wrap=True)
+    for file in summary.files:
+        console.print(f"Wrote {file.path} ({file.megabytes:.1f} MB; max abs difference of the hidden states to "
+                      f"torch: {file.max_abs_diff:.2e})", markup=False, soft_wrap=True)
+    console.print(f"Exported in {summary.seconds:.1f} s", markup=False)
+    if out is not None:
+        console.print(f"Pass --encoder {out} with --backend onnx|onnx-int8 (it encodes as {model_dir} does: an index "
+                      f"built with {model_dir} is searched with it as it is)", markup=False, soft_wrap=True)
+
+
+def print_search_summary(summary: Any, console: Console) -> None:
+    console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
+                  f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
+                  markup=False)

@@ -1,0 +1,5 @@
+"""``python -m corefsearch``: the command line."""
+
+from corefsearch.cli import app
+
+app()

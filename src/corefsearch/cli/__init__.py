@@ -1,0 +1,18 @@
+"""The ``corefsearch`` command line: one thin function per subcommand over a library call.
+
+``app``: the Typer application, the two consoles (results on stdout, messages on stderr) and
+:func:`~corefsearch.cli.app.user_errors`, which turns a library error into one line; usage errors
+are one line too (exit 2). ``options``: the options ``search``, ``query`` and ``serve`` share and
+the one builder of their option objects. One module per command group: ``data`` (build-dataset,
+add), ``index`` (index, java-env), ``search`` (search, query, serve), ``evaluate``, ``cluster``,
+``export`` (export-onnx) and ``train`` (retriever, reader, clusterer). ``report``: what the commands
+print (tables and summary lines), in one place.
+
+Importing this package registers every command; heavy libraries are imported inside the commands,
+so ``corefsearch --help`` stays instant.
+"""
+
+from corefsearch.cli import cluster, data, evaluate, export, index, search, train  # noqa: F401  (registration)
+from corefsearch.cli.app import app
+
+__all__ = ["app"]

@@ -1,0 +1,57 @@
+"""``cluster``: every gold mention of a split into coreference clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from corefsearch.cli.app import app, console, user_errors
+from corefsearch.cli.options import RayCpusOption, RayOption, RayWorkersOption, ray_options
+from corefsearch.cli.report import print_cluster_summary
+
+
+@app.command("cluster")
+@user_errors
+def cluster_command(
+    dataset: Annotated[Path, typer.Argument(metavar="DATASET", help="Dataset directory from `build-dataset`.")],
+    out: Annotated[Path, typer.Option("--out", help="Clusters JSONL to write ({mention_id, cluster_id} lines).")],
+    method: Annotated[str, typer.Option(
+        help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone) | "
+             "encoder (the mention encoder of --model, average-linkage clustering of its vectors).")],
+    split: Annotated[str, typer.Option(help="The split whose gold mentions are clustered.")] = "test",
+    scope: Annotated[str, typer.Option(
+        help="topic (within each document topic the dataset records) | predicted-topic (within groups of "
+             "documents clustered by TF-IDF) | corpus (all mentions of the split at once).")] = "topic",
+    topic_threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --scope predicted-topic: the cosine distance at which documents stop being merged "
+             "(default 0.9).")] = None,
+    conll: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Also write the clusters in the CoNLL format of the reference scorer (one pseudo-document, "
+             "one line per mention).")] = None,
+    model: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--model", help="With --method encoder: the mention encoder folder from `train clusterer`.")] = None,
+    threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --method encoder: τ, the cosine distance at which clusters stop merging (default: the "
+             "model's, picked on dev by `train clusterer`).")] = None,
+    k: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--k", help="With --method encoder --scope corpus: neighbours per mention in the kNN graph (default 50).")
+                 ] = None,
+    batch_size: Annotated[int, typer.Option(help="With --method encoder: mentions encoded per batch.")] = 64,
+    device: Annotated[str, typer.Option(help="With --method encoder: auto | cpu | cuda")] = "auto",
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = None,
+) -> None:
+    """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons;
+    or a trained mention encoder)."""
+    from corefsearch.cluster.run import cluster_dataset
+
+    summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
+                              topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
+                              batch_size=batch_size, device=device,
+                              ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
+    print_cluster_summary(summary, scope, console)
+
+

@@ -1,0 +1,129 @@
+"""``evaluate``: ranking metrics of runs, span metrics of a reader, coreference metrics of a clustering."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+
+from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.errors import CorefSearchError
+
+
+@app.command("evaluate")
+@user_errors
+def evaluate_command(
+    runs: Annotated[Optional[list[Path]], typer.Argument(  # noqa: UP045
+        metavar="[RUN]...", help="TREC run file(s); the first is the baseline.")] = None,
+    qrels: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--qrels", help="TREC qrels (e.g. DATASET/qrels/test.txt); needed with RUN files.")] = None,
+    definition: Annotated[str, typer.Option(
+        help="trec (trec_eval semantics) | coresearch (the paper's code: micro-averaged recall).")] = "trec",
+    per_query: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Write per-query values to this CSV.")] = None,
+    output_format: Annotated[str, typer.Option(
+        help="table | json | csv (one row per run, one column per metric).")] = "table",
+    metrics: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Comma-separated metrics instead of the defaults: MRR@k, mAP@k, R@k (under --definition), "
+             "`defaults`, or any ir-measures name (trec_eval semantics), e.g. defaults,nDCG@10,P@5,RR,AP,infAP.")
+    ] = None,
+    plot: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Draw the recall@k and MRR@k curves (k = 1 to the run depth) of every run into this PNG.")] = None,
+    spans: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
+        help="A reader's RUN.spans.jsonl, one per run in the same order: adds EM and F1 (SQuAD v1.1) "
+             "over the relevant re-ranked passages; needs --dataset.")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="With --spans: the dataset directory whose passages and queries the spans point into; "
+             "with --clusters: the dataset whose gold clusters are the key.")] = None,
+    clusters: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--clusters", help="Score this clustering ({mention_id, cluster_id} JSONL lines) against the gold clusters "
+                           "of --dataset instead of runs: MUC, B³, CEAF-e, LEA and CoNLL F1.")] = None,
+    split: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --clusters: the split whose gold clusters are the key (default: test).")] = None,
+    singletons: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --clusters: keep | drop (remove the singleton clusters of key and response before "
+             "scoring; default: keep).")] = None,
+) -> None:
+    """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels).
+
+    With --metrics other metrics (any ir-measures name), with --spans and --dataset also the
+    reader's EM and F1, with --plot a PNG of the recall@k and MRR@k curves. With --clusters
+    and --dataset (and no runs), score a coreference clustering: MUC, B³, CEAF-e, LEA, CoNLL F1.
+    """
+    from corefsearch.evaluate import evaluate_files, parse_metrics, render_table, to_csv, to_json, write_per_query_csv
+
+    if output_format not in ("table", "json", "csv"):
+        raise CorefSearchError(f"--output-format must be table, json or csv, got {output_format!r}")
+    if clusters is not None:
+        _evaluate_clusters(clusters, runs, dataset, split, singletons, output_format,
+                           {"--qrels": qrels, "--per-query": per_query, "--metrics": metrics, "--plot": plot,
+                            "--spans": spans, "--definition": None if definition == "trec" else definition})
+        return
+    unused = [name for name, value in (("--split", split), ("--singletons", singletons)) if value is not None]
+    if unused:
+        raise CorefSearchError(f"{' and '.join(unused)}: only with --clusters (scoring a clustering), not with runs")
+    if not runs:
+        raise CorefSearchError("give the RUN file(s) to score (with --qrels), or a clustering with --clusters")
+    if qrels is None:
+        raise CorefSearchError("--qrels is required to score runs (e.g. --qrels DATASET/qrels/test.txt)")
+    chosen = parse_metrics(metrics) if metrics is not None else None
+    if plot is not None:  # before any work, as --per-query
+        from corefsearch.io.outputs import check_output_file
+
+        check_output_file(plot, "--plot", [*(("RUN", run) for run in runs), ("--qrels", qrels),
+                                           *(("--spans", path) for path in spans or ()), ("--dataset", dataset),
+                                           ("--per-query", per_query)])
+    if per_query is not None:  # before any work: never one of the inputs, and writable
+        from corefsearch.io.outputs import check_output_file
+
+        check_output_file(per_query, "--per-query", [*(("RUN", run) for run in runs), ("--qrels", qrels),
+                                                     *(("--spans", path) for path in spans or ()),
+                                                     ("--dataset", dataset)])
+    evaluations = evaluate_files(runs, qrels, definition=definition, spans_paths=spans, dataset=dataset,
+                                 metrics=chosen, curves=plot is not None)
+    for evaluation in evaluations:
+        for message in evaluation.warnings:
+            err_console.print(f"[yellow]warning:[/yellow] {escape(f'{evaluation.name}: {message}')}",
+                              highlight=False)
+    if per_query is not None:
+        write_per_query_csv(evaluations, per_query)
+    if plot is not None:
+        from corefsearch.evaluate import plot_curves
+
+        plot_curves([evaluation.curve for evaluation in evaluations if evaluation.curve is not None], plot)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(to_json(evaluations), indent=2) + "\n")
+    elif output_format == "csv":
+        sys.stdout.write(to_csv(evaluations))
+    else:
+        render_table(evaluations, console)
+
+
+def _evaluate_clusters(clusters: Path, runs: list[Path] | None, dataset: Path | None, split: str | None,
+                       singletons: str | None, output_format: str, run_options: dict[str, Any]) -> None:
+    """`evaluate --clusters`: the coreference metrics of a clustering against the dataset's gold clusters."""
+    if runs:
+        raise CorefSearchError("give either RUN files (ranking metrics) or --clusters (coreference metrics), not both")
+    given = [name for name, value in run_options.items() if value is not None]
+    if given:
+        them = "them" if len(given) > 1 else "it"
+        raise CorefSearchError(f"{', '.join(given)} score runs, not a clustering: leave {them} out with --clusters")
+    if dataset is None:
+        raise CorefSearchError("--clusters needs --dataset DATASET (its clusters.jsonl holds the gold clusters)")
+    from corefsearch.evaluate.coref_files import cluster_csv, evaluate_clusters, render_cluster_table
+
+    evaluation = evaluate_clusters(clusters, dataset, split or "test", singletons or "keep")
+    for message in evaluation.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(evaluation.to_json(), indent=2) + "\n")
+    elif output_format == "csv":
+        sys.stdout.write(cluster_csv(evaluation))
+    else:
+        render_cluster_table(evaluation, console)
+
+

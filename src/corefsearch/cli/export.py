@@ -1,0 +1,33 @@
+"""``export-onnx``: a reader's or a retriever's encoders to ONNX for ``--backend onnx``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.cli.report import print_export_summary
+
+
+@app.command("export-onnx")
+@user_errors
+def export_onnx_command(
+    model_dir: Annotated[Path, typer.Argument(
+        metavar="MODEL_DIR", help="A reader folder (`train reader`) or a retriever folder (`train retriever`); with "
+                                  "--out: `default` (the bundled all-MiniLM-L6-v2) or a Hugging Face model.")],
+    quantize: Annotated[bool, typer.Option(
+        help="Also write the dynamic int8 quantisation (onnx/model_qint8.onnx, for --backend onnx-int8).")] = True,
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--out", help="For `default` or a Hugging Face model: write it here as a retriever folder with its export, "
+                      "to pass as --encoder OUT (a new or empty folder).")] = None,
+) -> None:
+    """Export a reader's or a retriever's encoders to ONNX (onnx/ beside their weights) for `--backend onnx`."""
+    from corefsearch.onnx_export import export_onnx
+
+    summary = export_onnx(model_dir, quantize=quantize, out=out,
+                          log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_export_summary(summary, model_dir, out, console)
+
+

@@ -1,0 +1,138 @@
+"""The options ``search``, ``query`` and ``serve`` share, and the one builder of their option objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from corefsearch.errors import CorefSearchError
+
+IndexOption = Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")]
+Rm3Option = Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")]
+QUERY_FORMAT_HELP = ("BM25 query: mention | mention+entities | sentence | context | document (the whole "
+                     "document of the query's passage, read from the index)")
+RocchioOption = Annotated[bool, typer.Option(
+    "--rocchio", help="Rocchio pseudo-relevance feedback (Pyserini's defaults; not with --rm3).")]
+FieldsOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--fields", help="Field-weighted BM25 over the index's fields, e.g. sentence=1,title=0.5,document=0.2 "
+                     "(fields: sentence, title, document, contents; not with --rm3/--rocchio).")]
+
+
+def bm25_options(query_format: str, rm3: bool, rocchio: bool, fields: str | None, threads: int) -> Any:
+    from corefsearch.sparse.search import BM25Options, parse_fields
+
+    return BM25Options(query_format=query_format, rm3=rm3, rocchio=rocchio, threads=threads,
+                       fields=parse_fields(fields) if fields is not None else None)
+
+
+ENCODER_HELP = ("a retriever folder from `train retriever`, a Hugging Face model name or folder, "
+                "or `default` (all-MiniLM-L6-v2, zero-shot)")
+RetrieverOption = Annotated[str, typer.Option(help="bm25 | dense | hybrid (BM25 and dense fused).")]
+SearchEncoderOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="Dense query encoder (default: the one the dense index was built with).")]
+FusionOption = Annotated[str, typer.Option(help="Hybrid: rrf (reciprocal rank, k=60) | interpolate.")]
+AlphaOption = Annotated[float, typer.Option(
+    help="Hybrid --fusion interpolate: alpha·dense + (1-alpha)·BM25 on min-max normalised scores.")]
+DeviceOption = Annotated[str, typer.Option(help="Dense and reader: auto | cpu | cuda.")]
+ReaderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
+    help="Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.")]
+RerankOption = Annotated[int, typer.Option(help="With --reader: re-rank the top N retrieved passages.")]
+BackendOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="Run the transformer encoders (the dense query encoder with --retriever dense|hybrid, the reader's with "
+         "--reader) with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, from the exports "
+         "`corefsearch export-onnx MODEL_DIR` writes).")]
+RerankFusionOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="With --reader: order the re-ranked passages by the reader's score (reader) or by reciprocal rank "
+         "fusion of the reader's and the retriever's ranks (rrf); default: the one `train reader` recorded in "
+         "the reader's folder (the better on dev; reader for an older folder).")]
+
+
+def reader_options(reader: Path | None, rerank_k: int, device: str, fusion: str | None, backend: str | None = None,
+            dense: bool = False) -> Any:
+    """The reader's options; ``dense``: a dense retriever runs too (``--backend`` applies to it)."""
+    if reader is None:
+        if backend is not None and not dense:
+            raise CorefSearchError("--backend chooses the runtime of the transformer encoders, the dense retriever's "
+                                   "and the reader's, and BM25 has none: add --reader MODEL_DIR, or use "
+                                   "--retriever dense|hybrid")
+        return None
+    from corefsearch.reader.rerank import ReaderOptions
+
+    return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch")
+
+
+EfSearchOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    "--ef-search", help="Dense HNSW index: the search's candidate list (default: the index's, 128; at least k "
+                        "either way). Higher finds more of the exact neighbours, more slowly.")]
+NprobeOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    "--nprobe", help="Dense IVF-PQ index: inverted lists visited per query (default: the index's, 32). Higher "
+                     "finds more of the exact neighbours, more slowly.")]
+
+
+def retrieval_options(retriever: str, encoder: str | None, fusion: str, alpha: float, device: str,
+               backend: str | None = None, ef_search: int | None = None, nprobe: int | None = None,
+               dense: bool | None = None) -> Any:
+    """The retrieval options; ``dense``: a dense retriever is in use (default: ``retriever`` is one)."""
+    from corefsearch.fusion import FusionOptions
+    from corefsearch.retriever import RetrievalOptions
+
+    if (ef_search is not None or nprobe is not None) and not (is_dense(retriever) if dense is None else dense):
+        raise CorefSearchError("--ef-search and --nprobe tune the dense index's search: use them with "
+                               "--retriever dense|hybrid")
+    return RetrievalOptions(retriever, encoder, device, FusionOptions(fusion, alpha), backend=backend or "torch",
+                            ef_search=ef_search, nprobe=nprobe)
+
+
+def is_dense(retriever: str) -> bool:
+    return retriever in ("dense", "hybrid")
+
+
+RayOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--ray", help="Run the heavy stage on a Ray cluster: auto (the cluster of RAY_ADDRESS or one started on this "
+                  "machine with `ray start --head`, else a local one for this run) | HOST:PORT (the head's address) "
+                  "| ray://HOST:PORT. Same results as without; the dataset and model paths must be visible on every "
+                  "node. Needs `pip install \"corefsearch[ray]\"`.")]
+RayWorkersOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="With --ray: workers (one model each; default: as many as the cluster has CPUs, or GPUs with "
+         "--device cuda).")]
+RayCpusOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
+    help="With --ray: CPUs (and model threads) per worker (default 1).")]
+
+
+def ray_options(address: str | None, workers: int | None, cpus: float | None) -> Any:
+    """The Ray options of ``--ray``, or None; ``--ray-workers`` and ``--ray-cpus-per-worker`` need ``--ray``."""
+    if address is None:
+        if workers is not None or cpus is not None:
+            raise CorefSearchError("--ray-workers and --ray-cpus-per-worker size the Ray workers: "
+                                   "add --ray auto|ADDRESS")
+        return None
+    from corefsearch.distributed import RayOptions
+
+    options = RayOptions(address, workers, 1.0 if cpus is None else cpus)
+    options.validate()
+    return options
+
+
+@dataclass
+class SearchSetup:
+    """The option objects of one ``search``, ``query`` or ``serve``: BM25's, the retrieval's, the reader's."""
+
+    bm25: Any
+    retrieval: Any
+    reader: Any
+
+
+def search_setup(retrievers: list[str], *, query_format: str, rm3: bool, rocchio: bool, fields: str | None,
+                 threads: int, encoder: str | None, fusion: str, alpha: float, device: str, reader: Path | None,
+                 rerank_k: int, backend: str | None, rerank_fusion: str | None, ef_search: int | None,
+                 nprobe: int | None) -> SearchSetup:
+    """The one builder of the option objects ``search``, ``query`` and ``serve`` share; ``retrievers``: the
+    retrievers opened (the first answers by default), which decide whether the dense options apply."""
+    dense = any(is_dense(name) for name in retrievers)
+    return SearchSetup(bm25_options(query_format, rm3, rocchio, fields, threads),
+                       retrieval_options(retrievers[0], encoder, fusion, alpha, device, backend, ef_search, nprobe,
+                                         dense),
+                       reader_options(reader, rerank_k, device, rerank_fusion, backend, dense))

@@ -1,0 +1,179 @@
+"""``train retriever | reader | clusterer``: the three trainers, each resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from corefsearch.cli.app import app, console, err_console, user_errors
+
+# --- corefsearch train ... ----------------------------------------------------------------------------
+
+train_app = typer.Typer(help="Train models on a dataset.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+ThreadsOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="CPU threads of the model (torch.set_num_threads; default: torch's, one per core).")]
+LogEveryOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="Log a line (step, loss, steps/s, ETA) every N steps (0: never; default: 50 when stderr is not a "
+         "terminal, e.g. under nohup, where the progress bar does not show).")]
+
+
+@train_app.command("retriever")
+@user_errors
+def train_retriever_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train; dev selects).")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    index: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--index", help="Lucene index of DATASET for BM25 hard negatives (none: in-batch negatives only).")] = None,
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    shared_encoder: Annotated[bool, typer.Option(
+        "--shared-encoder", help="One encoder for queries and passages (default: two, as in DPR).")] = False,
+    markers: Annotated[bool, typer.Option(help="Boundary tokens around the query mention.")] = True,
+    pooling: Annotated[str, typer.Option(help="cls | mean")] = "cls",
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 5,
+    batch_size: Annotated[int, typer.Option(help="Examples per batch (in-batch negatives).")] = 16,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-5,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.01,
+    warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
+    max_query_len: Annotated[int, typer.Option(help="Query window in tokens, grown around the mention.")] = 64,
+    max_passage_len: Annotated[int, typer.Option(help="Passage length in tokens.")] = 180,
+    hard_negatives: Annotated[int, typer.Option(
+        help="Draw one hard negative per example from the BM25 top N not relevant (0: none).")] = 20,
+    positives_per_query: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="At most N positives per query per epoch, sampled (default: all).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
+    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Stop after N optimizer steps in all.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    dev_max_queries: Annotated[int, typer.Option(
+        help="Dev queries (a seeded sample) scored over the dev passages after each epoch.")] = 500,
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
+    checkpoint_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
+    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+) -> None:
+    """Train the mention-aware DPR bi-encoder; resumes an interrupted run of the same command."""
+    from corefsearch.dense.train import RetrieverTrainingArguments, print_training_summary, train_retriever
+
+    args = RetrieverTrainingArguments(
+        base_model=base_model, shared_encoder=shared_encoder, markers=markers, pooling=pooling, epochs=epochs,
+        batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup, max_query_len=max_query_len,
+        max_passage_len=max_passage_len, hard_negatives=hard_negatives, positives_per_query=positives_per_query,
+        seed=seed, max_steps=max_steps, device=device, dev_max_queries=dev_max_queries, threads=threads,
+        log_every=log_every)
+    summary = train_retriever(dataset, out, args, index=index, overwrite=overwrite,
+                              checkpoint_every=checkpoint_every,
+                              log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_training_summary(summary, console)
+
+
+@train_app.command("reader")
+@user_errors
+def train_reader_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train; dev selects).")],
+    run: Annotated[Path, typer.Option(
+        "--run", help="TREC run of the train (and dev) queries from `corefsearch search`, any retriever.")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
+    head: Annotated[str, typer.Option(help="dpr (start/end + passage selection) | integrated (coreference).")
+                    ] = "integrated",
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    markers: Annotated[bool, typer.Option(help="Boundary tokens around the query mention.")] = True,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Queries per optimizer step.")] = 4,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
+    head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) head.")
+                       ] = 1e-3,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.01,
+    warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
+    negatives: Annotated[int, typer.Option(help="Retrieved non-relevant passages per query.")] = 23,
+    negatives_from: Annotated[int, typer.Option(
+        help="Draw the negatives (and the positive) from the run's top N (the --rerank-k it will re-rank).")] = 50,
+    span_weight: Annotated[float, typer.Option(
+        help="Weight of the span (start + end) cross-entropy against the passage-selection term.")] = 1.0,
+    ranking_loss: Annotated[str, typer.Option(
+        help="softmax (cross-entropy of the positive among the query's passages) | softmax+pairwise (plus a "
+             "margin ranking term between the positive and each negative).")] = "softmax",
+    max_length: Annotated[int, typer.Option(help="Tokens per [query ; passage] input.")] = 256,
+    max_query_len: Annotated[int, typer.Option(help="Query window in tokens, grown around the mention.")] = 64,
+    doc_stride: Annotated[int, typer.Option(help="Tokens between the starts of a long passage's windows.")] = 128,
+    max_span_len: Annotated[int, typer.Option(help="Longest span (tokens) extracted at inference.")] = 10,
+    hidden: Annotated[int, typer.Option(help="Integrated head: hidden units of its FFNNs.")] = 128,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
+    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Stop after N optimizer steps in all.")] = None,
+    max_train_queries: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Train on a seeded sample of N train queries (default: all in the run).")] = None,
+    dev_max_queries: Annotated[int, typer.Option(help="Dev queries re-ranked after each epoch.")] = 200,
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
+    dev_rerank_k: Annotated[int, typer.Option(help="Dev: re-rank the run's top N.")] = 50,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    checkpoint_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
+    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+) -> None:
+    """Train a reader that re-ranks retrieved passages and marks the coreferring span; resumable."""
+    from corefsearch.reader.train import ReaderTrainingArguments, print_reader_summary, train_reader
+
+    args = ReaderTrainingArguments(
+        head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
+        weight_decay=weight_decay, warmup=warmup, negatives=negatives, negatives_from=negatives_from,
+        span_weight=span_weight, ranking_loss=ranking_loss, max_length=max_length, max_query_len=max_query_len,
+        doc_stride=doc_stride, max_span_len=max_span_len, hidden=hidden, seed=seed, max_steps=max_steps,
+        max_train_queries=max_train_queries, device=device, dev_max_queries=dev_max_queries,
+        dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every)
+    summary = train_reader(dataset, run, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                           log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_reader_summary(summary, console)
+
+
+@train_app.command("clusterer")
+@user_errors
+def train_clusterer_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train clusters; dev "
+                                                 "picks the epoch and τ).")],
+    out: Annotated[Path, typer.Option("--out", help="Mention encoder directory to write.")],
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Mention pairs per optimizer step.")] = 32,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
+    head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) MLPs.")] = 1e-3,
+    margin: Annotated[float, typer.Option(help="Contrastive loss margin m (on d = 1 - cos).")] = 0.5,
+    negatives_per_positive: Annotated[float, typer.Option(help="Negative pairs per positive pair.")] = 3.0,
+    max_positives_per_cluster: Annotated[int, typer.Option(
+        help="At most N positive pairs per cluster (a seeded sample of a larger cluster's pairs).")] = 200,
+    hard_negatives_k: Annotated[int, typer.Option(
+        help="Hard negatives from each mention's N nearest mentions by the untrained encoder (computed once; "
+             "0: topic negatives only).")] = 10,
+    scope: Annotated[str, typer.Option(
+        help="Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters).")] = "topic",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
+    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="Stop after N optimizer steps in all.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
+    checkpoint_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
+    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+) -> None:
+    """Train the contrastive mention encoder for `cluster --method encoder`; resumable."""
+    from corefsearch.cluster.train import ClustererTrainingArguments, print_clusterer_summary, train_clusterer
+
+    args = ClustererTrainingArguments(
+        base_model=base_model, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr, margin=margin,
+        negatives_per_positive=negatives_per_positive, max_positives_per_cluster=max_positives_per_cluster,
+        hard_negatives_k=hard_negatives_k, scope=scope, seed=seed, max_steps=max_steps, device=device,
+        threads=threads, log_every=log_every)
+    summary = train_clusterer(dataset, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                              log=lambda message: err_console.print(message, markup=False, highlight=False))
+    print_clusterer_summary(summary, console)
+
+
