@@ -275,6 +275,8 @@ class Query:
 
 @dataclass
 class Cluster:
+    """One line of a dataset's ``clusters.jsonl``: a gold cluster, its split, and its mentions' passages."""
+
     cluster_id: str
     split: str
     type: str
@@ -283,6 +285,22 @@ class Cluster:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, record: Any, where: str) -> Cluster:
+        fields = RecordFields(record, where)
+        cluster_id = fields.ident("cluster_id")
+        fields.subject = f"cluster {cluster_id}"
+        split = fields.choice("split", SPLITS)
+        kind = fields.choice("type", MENTION_TYPES, "event")
+        mention_ids = []
+        for position, value in enumerate(fields.array("mention_ids")):
+            if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+                raise fields.error(f"mention_ids[{position}] must be a non-empty string or integer, got {value!r}")
+            mention_ids.append(str(value))
+        passage_ids = [str(value) for value in record.get("passage_ids", [])] \
+            if isinstance(record.get("passage_ids", []), list) else []
+        return cls(cluster_id, split, kind, mention_ids, passage_ids)
 
 
 @dataclass

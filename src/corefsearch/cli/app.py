@@ -38,7 +38,8 @@ class CommandLine(TyperGroup):
             err.show()
             sys.exit(err.exit_code)
         except click_errors.UsageError as err:
-            where = f" (see `{err.ctx.command_path} --help`)" if err.ctx is not None else ""
+            command = err.ctx.command_path if err.ctx is not None else (prog_name or self.name or "corefsearch")
+            where = f" (see `{command} --help`)"
             err_console.print(f"[red]error:[/red] {escape(err.format_message())}{where}", highlight=False)
             sys.exit(err.exit_code)
         except click_errors.ClickException as err:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io.read import read_jsonl
-from corefsearch.schema import MENTION_TYPES, SPLITS, RecordFields
+from corefsearch.schema import SPLITS
 
 
 @dataclass
@@ -36,28 +35,10 @@ def split_mention_ids(dataset: Dataset, split: str) -> list[str]:
     """The ids of the mentions of the clusters of ``split`` in ``DATASET/clusters.jsonl``."""
     if split not in SPLITS:
         raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
-    path = dataset.root / "clusters.jsonl"
-    if not path.is_file():
-        raise MissingArtefactError(f"{path}: no such file; rebuild the dataset with `corefsearch build-dataset ... "
-                                   f"--out {dataset.root} --overwrite`")
-    ids: list[str] = []
-    seen: dict[str, int] = {}
-    splits_found: set[str] = set()
-    for line, record in read_jsonl(path):
-        fields = RecordFields(record, f"{path}:{line}")
-        fields.subject = f"cluster {fields.ident('cluster_id')}"
-        cluster_split = fields.choice("split", SPLITS)
-        fields.choice("type", MENTION_TYPES, "event")
-        splits_found.add(cluster_split)
-        for position, value in enumerate(fields.array("mention_ids")):
-            if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-                raise fields.error(f"mention_ids[{position}] must be a non-empty string or integer, got {value!r}")
-            mention_id = str(value)
-            if mention_id in seen:
-                raise fields.error(f"mention {mention_id} is also in the cluster on line {seen[mention_id]}")
-            seen[mention_id] = line
-            if cluster_split == split:
-                ids.append(mention_id)
+    path = dataset.clusters_path
+    clusters = dataset.clusters()
+    splits_found = {cluster.split for cluster in clusters}
+    ids = [mention_id for cluster in clusters if cluster.split == split for mention_id in cluster.mention_ids]
     if not ids:
         found = f"it has clusters in {', '.join(s for s in SPLITS if s in splits_found)}" if splits_found else \
             "it holds no clusters"

@@ -8,7 +8,7 @@ from typing import Any
 
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
-from corefsearch.schema import Passage, Query
+from corefsearch.schema import SPLITS, Cluster, Passage, Query
 
 
 class Dataset:
@@ -40,6 +40,32 @@ class Dataset:
 
     def queries(self, split: str) -> list[Query]:
         return read_queries(self.queries_path(split))
+
+    @property
+    def clusters_path(self) -> Path:
+        return self.root / "clusters.jsonl"
+
+    def clusters(self, split: str | None = None) -> list[Cluster]:
+        """The gold clusters of ``clusters.jsonl`` (of one split, or all), every record checked once here:
+        its fields, and no mention in two clusters."""
+        if split is not None and split not in SPLITS:
+            raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+        path = self.clusters_path
+        if not path.is_file():
+            raise MissingArtefactError(f"{path}: no such file; rebuild the dataset with `corefsearch build-dataset ... "
+                                       f"--out {self.root} --overwrite`")
+        clusters = []
+        seen: dict[str, int] = {}
+        for line_number, record in read_jsonl(path):
+            cluster = Cluster.from_json(record, f"{path}:{line_number}")
+            for mention_id in cluster.mention_ids:
+                if mention_id in seen:
+                    raise InputError(f"{path}:{line_number}: cluster {cluster.cluster_id}: mention {mention_id} is "
+                                     f"also in the cluster on line {seen[mention_id]}")
+                seen[mention_id] = line_number
+            if split is None or cluster.split == split:
+                clusters.append(cluster)
+        return clusters
 
 
 def iter_passages(path: Path) -> Iterator[Passage]:

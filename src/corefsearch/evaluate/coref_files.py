@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.errors import InputError
 from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
 from corefsearch.io.read import read_jsonl
 from corefsearch.schema import SPLITS, RecordFields
@@ -60,27 +60,13 @@ def read_gold_key(dataset_dir: Path, split: str) -> GoldKey:
     if split not in SPLITS:
         raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     dataset = Dataset(dataset_dir)  # fails clearly when it is not a dataset
-    path = dataset.root / "clusters.jsonl"
-    if not path.is_file():
-        raise MissingArtefactError(f"{path} is missing; rebuild the dataset with "
-                                   f"`corefsearch build-dataset ... --out {dataset.root} --overwrite`")
     key: dict[str, str] = {}
     mention_splits: dict[str, str] = {}
-    for line_number, record in read_jsonl(path):
-        fields = RecordFields(record, f"{path}:{line_number}")
-        cluster_id = fields.ident("cluster_id")
-        fields.subject = f"cluster {cluster_id}"
-        cluster_split = fields.choice("split", SPLITS)
-        mentions = fields.array("mention_ids")
-        for position, mention in enumerate(mentions):
-            if isinstance(mention, bool) or not isinstance(mention, (str, int)) or not str(mention).strip():
-                raise fields.error(f"mention_ids[{position}] must be a non-empty string or integer, got {mention!r}")
-            mention_id = str(mention)
-            if mention_id in mention_splits:
-                raise fields.error(f"mention {mention_id} is in two clusters")
-            mention_splits[mention_id] = cluster_split
-            if cluster_split == split:
-                key[mention_id] = cluster_id
+    for cluster in dataset.clusters():
+        for mention_id in cluster.mention_ids:
+            mention_splits[mention_id] = cluster.split
+            if cluster.split == split:
+                key[mention_id] = cluster.cluster_id
     if not key:
         raise InputError(f"the dataset {dataset.root} has no mentions in the {split} split "
                          f"(clusters.jsonl lists none); choose another --split")
