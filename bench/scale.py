@@ -449,8 +449,9 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
     """The jittered vectors as shard 0 of 1 of ``dataset``, in the layout ``index --dense --shard`` writes."""
     import numpy as np
 
+    from corefsearch.artefacts import versions
     from corefsearch.datasets.dataset import iter_passages
-    from corefsearch.dense.indexing import SHARD_KIND, scan_passages, versions
+    from corefsearch.dense.indexing import SHARD_KIND, scan_passages
 
     sha, count = scan_passages(dataset / "passages.jsonl")
     if count != size:
@@ -478,7 +479,7 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
                      "resumed": 0, "seconds": 0.0, "passages_per_second": None,
                      "note": f"not encoded: {len(sample):,} encoded sample vectors jittered (sigma {sigma}) "
                              f"to {count:,} rows by bench/scale.py"},
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "versions": versions()},
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "versions": versions("faiss", "torch", "transformers", "numpy")},
         indent=2), encoding="utf-8")
     shutil.rmtree(shard, ignore_errors=True)
     tmp.replace(shard)

@@ -94,3 +94,57 @@ def config_from_json(cls: type[T], path: Path, remedy: str, what: str = "configu
         except InputError as err:
             raise InputError(f"{path}: {err}; {remedy}") from None
     return config
+
+
+# --- manifests: one writer and one reader for every kind --------------------------------------------
+
+def now() -> str:
+    """The time an artefact is written, as its manifest records it (UTC, ISO 8601, seconds)."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def versions(*packages: str, python: bool = False) -> dict[str, str]:
+    """``{"corefsearch": …, "python": …, package: version, …}`` of the installed distributions (read from
+    their metadata: nothing is imported); a package that is not installed is left out. ``faiss`` is the
+    installed FAISS distribution (faiss-cpu or faiss-gpu)."""
+    import platform
+    from importlib import metadata
+
+    from corefsearch import __version__
+
+    found = {"corefsearch": __version__}
+    if python:
+        found["python"] = platform.python_version()
+    for package in packages:
+        for distribution in (("faiss-cpu", "faiss-gpu", "faiss") if package == "faiss" else (package,)):
+            try:
+                found[package] = metadata.version(distribution)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return found
+
+
+def manifest_record(kind: str, fields: dict[str, Any], format_version: int | None = None) -> dict[str, Any]:
+    """A manifest: ``kind``, ``format_version`` (when the kind has one), ``corefsearch_version`` and
+    ``created`` first, then the kind's own ``fields`` in their order."""
+    from corefsearch import __version__
+
+    head: dict[str, Any] = {"kind": kind}
+    if format_version is not None:
+        head["format_version"] = format_version
+    return {**head, "corefsearch_version": __version__, "created": now(), **fields}
+
+
+def read_manifest(path: Path, kind: str, what: str, remedy: str, missing: str | None = None) -> dict[str, Any]:
+    """The manifest at ``path``, which must be one of ``kind``: missing (``missing``, else "no WHAT at
+    PATH"), unreadable or of another kind is one line ending in ``remedy``."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingArtefactError(missing or f"no {what} at {path.parent}; {remedy}")
+    manifest = read_json_object(path, remedy, what)
+    if manifest.get("kind") != kind:
+        raise InputError(f"{path}: not a corefsearch {what}; {remedy}")
+    return manifest

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from corefsearch import __version__
+from corefsearch.artefacts import versions
 from corefsearch.datasets.passages import PassageFile
 from corefsearch.errors import InputError
 from corefsearch.reader.rerank import ReaderOptions, rerank_hits
@@ -181,19 +181,6 @@ class AdhocResult:
 
 
 # --- the engine -----------------------------------------------------------------------------------
-
-
-def _versions() -> dict[str, str]:
-    import platform
-    from importlib import metadata
-
-    found = {"corefsearch": __version__, "python": platform.python_version()}
-    for name in VERSIONED:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
 
 
 class SearchEngine:
@@ -418,4 +405,4 @@ class SearchEngine:
                 "encoder": encoder, "reader": reader,
                 "dataset": str(self.dataset.resolve()) if self.dataset is not None else None,
                 "passages_sha256": getattr(self.retriever(), "passages_sha256", None),
-                "load_seconds": dict(self.load_seconds), "versions": _versions()}
+                "load_seconds": dict(self.load_seconds), "versions": versions(*VERSIONED, python=True)}

@@ -6,14 +6,13 @@ formats" section describes each file."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch import __version__
+from corefsearch.artefacts import manifest_record
 from corefsearch.io.trec import RunRow, write_run
 from corefsearch.io.write import atomic_file, write_jsonl
 from corefsearch.schema import Hit, Query, SpanRecord
@@ -32,8 +31,7 @@ def run_metadata_path(run_path: Path) -> Path:
 
 
 def write_run_metadata(path: Path, fields: dict[str, Any]) -> None:
-    record = {"kind": RUN_KIND, "corefsearch_version": __version__,
-              "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **fields}
+    record = manifest_record(RUN_KIND, fields)
     with atomic_file(path) as handle:
         json.dump(record, handle, indent=2)
         handle.write("\n")

@@ -30,7 +30,6 @@ order into the ``INDEX/dense/`` a single run would have written.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import shutil
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch import __version__
+from corefsearch.artefacts import now, versions
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.dense import faiss_index
 from corefsearch.errors import InputError, MissingArtefactError
@@ -141,18 +141,8 @@ def portable_reference(reference: str) -> str:
     return str(path.resolve()) if path.exists() else reference
 
 
-def versions() -> dict[str, str]:
-    import faiss
-    import numpy
-    import torch
-    import transformers
-
-    return {"corefsearch": __version__, "faiss": faiss.__version__, "torch": torch.__version__,
-            "transformers": transformers.__version__, "numpy": numpy.__version__}
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def _versions() -> dict[str, str]:
+    return versions("faiss", "torch", "transformers", "numpy")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -490,7 +480,7 @@ def write_shard(target: Path, files: VectorFiles, plan: _Plan, shard: tuple[int,
         with atomic_file(tmp / IDS_FILE) as handle:
             handle.writelines(f"{passage_id}\n" for passage_id in files.ids())
         write_json(tmp / MANIFEST, {"kind": SHARD_KIND, **common, "shard": list(shard), "rows": [first, last],
-                                     "encoding": encoding, "created": _now(), "versions": versions(),
+                                     "encoding": encoding, "created": now(), "versions": _versions(),
                                      "seconds": round(time.perf_counter() - started, 3)})
 
 
@@ -546,7 +536,7 @@ def _write_dense_index(target: Path, files: VectorFiles, count: int, parameters:
         link_pyserini_names(tmp)
         write_json(tmp / MANIFEST, {"kind": DENSE_KIND, **fields, "faiss": parameters,
                                      "faiss_seconds": round(time.perf_counter() - built, 3),
-                                     "created": _now(), "versions": versions(),
+                                     "created": now(), "versions": _versions(),
                                      "seconds": round(time.perf_counter() - started, 3)})
 
 

@@ -16,7 +16,6 @@ interrupted build never leaves an index that looks complete.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 import warnings
@@ -27,9 +26,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from corefsearch import __version__
+from corefsearch.artefacts import manifest_record, read_manifest
 from corefsearch.datasets.dataset import Dataset, check_built_from
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import atomic_directory, atomic_file, sha256_file
 from corefsearch.progress import track
@@ -220,18 +219,14 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
                           f"characters: the `document` field of {stats.truncated_passages} passage(s) holds only the "
                           "passages nearest to them", stacklevel=2)
         seconds = time.perf_counter() - started
-        manifest: dict[str, Any] = {
-            "kind": INDEX_KIND,
-            "format_version": FORMAT_VERSION,
-            "corefsearch_version": __version__,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        manifest: dict[str, Any] = manifest_record(INDEX_KIND, {
             "dataset": str(Path(dataset_dir).resolve()),
             "passages_sha256": sha256_file(dataset.passages_path),
             "passages": count,
             "contents": "title + newline + text",
             "options": {"threads": threads, "store": ["positions", "docvectors", "raw"], "fields": fields},
             "seconds": round(seconds, 3),
-        }
+        }, FORMAT_VERSION)
         if fields:
             manifest["fields_index"] = FIELDS_DIR
             manifest["fields"] = {"sentence": "text", "title": "title",
@@ -259,16 +254,10 @@ def require_fields(index: Path, manifest: dict[str, Any], names: Iterable[str], 
 def load_lucene_manifest(index: Path) -> dict[str, Any]:
     """The manifest of ``INDEX/lucene``; a missing index says what to run."""
     manifest_path = Path(index) / LUCENE_DIR / "manifest.json"
-    if not manifest_path.exists():
-        raise MissingArtefactError(f"no Lucene index at {index} (expected {manifest_path}); build it with "
-                                   f"`corefsearch index DATASET --out {index}`")
-    from corefsearch.artefacts import read_json_object
-
-    remedy = f"rebuild the index with `corefsearch index DATASET --out {index} --overwrite`"
-    manifest = read_json_object(manifest_path, remedy, "Lucene index manifest")
-    if manifest.get("kind") != INDEX_KIND:
-        raise InputError(f"{manifest_path}: not a corefsearch Lucene index manifest; {remedy}")
-    return manifest
+    return read_manifest(manifest_path, INDEX_KIND, "Lucene index manifest",
+                         f"rebuild the index with `corefsearch index DATASET --out {index} --overwrite`",
+                         missing=f"no Lucene index at {index} (expected {manifest_path}); build it with "
+                                 f"`corefsearch index DATASET --out {index}`")
 
 
 def check_index_matches_dataset(index: Path, dataset_dir: Path) -> None:
