@@ -479,7 +479,8 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
                      "resumed": 0, "seconds": 0.0, "passages_per_second": None,
                      "note": f"not encoded: {len(sample):,} encoded sample vectors jittered (sigma {sigma}) "
                              f"to {count:,} rows by bench/scale.py"},
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "versions": versions("faiss", "torch", "transformers", "numpy")},
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "versions": versions("faiss", "torch", "transformers", "numpy")},
         indent=2), encoding="utf-8")
     shutil.rmtree(shard, ignore_errors=True)
     tmp.replace(shard)
