@@ -1,0 +1,11 @@
+"""Datasets (a wing): a coreference corpus turned into a coreference-search dataset, and read back.
+
+One module per source format: ``ecbplus`` (the ECB+ XML corpus), ``wec`` (WEC-Eng JSON),
+``coresearch`` (the published CoreSearch release) and ``generic`` (``corpus.jsonl`` +
+``mentions.jsonl`` of your own); ``sources`` reads any of them by name. ``build`` writes the dataset
+directory (passages, queries, qrels, clusters, manifest) with a writer that can append
+(``corefsearch add``). ``dataset`` reads a dataset directory (:class:`~corefsearch.datasets.dataset.Dataset`:
+its paths, passages, queries and gold clusters, each record checked once), ``passages`` reads one
+passage by id without loading the file, and ``lookup`` finds one query with its relevant passages and
+gold mentions (``query --dataset --qid``).
+"""
