@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+
+# TEMPORARY-SHARED-FIXTURES: some test modules still borrow fixtures from others by import
+import sys  # noqa: E402
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path[:0] = [str(folder) for folder in sorted(Path(__file__).resolve().parent.iterdir())
+                if folder.is_dir() and not folder.name.startswith((".", "_"))]
 
 # No progress bars in test output.
 os.environ["COREFSEARCH_QUIET"] = "1"

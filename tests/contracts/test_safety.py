@@ -41,7 +41,7 @@ one_thread = test_dense_train.one_thread
 tiny_dataset = test_dense_train.tiny_dataset
 tiny_run = test_reader.tiny_run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def digest(path: Path) -> str:

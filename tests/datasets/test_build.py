@@ -18,7 +18,7 @@ from corefsearch.datasets.generic import read_generic
 from corefsearch.errors import InputError
 from corefsearch.schema import Document, Mention
 
-ECBPLUS_TARBALL = Path(__file__).resolve().parents[1] / "data" / "ecbplus" / "ECBplus.tar.gz"
+ECBPLUS_TARBALL = Path(__file__).resolve().parents[2] / "data" / "ecbplus" / "ECBplus.tar.gz"
 ALL_TEST = (0.0, 0.0, 1.0)
 
 

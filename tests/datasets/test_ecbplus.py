@@ -23,7 +23,7 @@ from corefsearch.datasets.ecbplus import (
 from corefsearch.errors import InputError
 from corefsearch.schema import Document
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "ecbplus"
+DATA = Path(__file__).resolve().parents[2] / "data" / "ecbplus"
 TARBALL = DATA / "ECBplus.tar.gz"
 TEST_TOPICS = range(36, 46)
 

@@ -13,7 +13,7 @@ import pytest
 from corefsearch.datasets.wec import read_wec
 from corefsearch.errors import InputError
 
-WEC_DEV = Path(__file__).parents[1] / "data" / "wec-eng" / "Dev_Event_gold_mentions_validated.json.gz"
+WEC_DEV = Path(__file__).resolve().parents[2] / "data" / "wec-eng" / "Dev_Event_gold_mentions_validated.json.gz"
 
 
 def squash(text: str) -> str:
