@@ -138,7 +138,9 @@ def _validation_message(errors: list[Any]) -> str:
         where = ".".join(str(part) for part in loc)
         message = str(error.get("msg", "invalid"))
         if str(error.get("type", "")).endswith("_type") and "input" in error:
-            message += f", got {json_type(error['input'])}"
+            given = error["input"]
+            number = isinstance(given, (int, float)) and not isinstance(given, bool)
+            message += f", got {given!r}" if number else f", got {json_type(given)}"
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts) or "invalid request"
 
