@@ -1,9 +1,11 @@
 """Helpers of the `corefsearch serve` tests (test_serve_api.py, test_serve_browser.py): a tiny
 random reader saved as `train reader` saves one, a real uvicorn server on a free port in a
-thread, and a test query of the ECB+ subset."""
+thread, a test query of the ECB+ subset, and the subset with a reprint of one query's passage
+that nobody annotated (a distractor: the hit the page must call unjudged, not "not relevant")."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -13,7 +15,11 @@ from typing import Any
 from tiny_models import frequent_words, make_tiny_bert
 
 from corefsearch.datasets.dataset import Dataset
+from corefsearch.io import read_qrels
 from corefsearch.schema import Query
+
+REPRINT_DOC = "reprint-1"
+REPRINT_PASSAGE = "reprint-1-0"  # the reprint's one passage (a distractor is one unit)
 
 
 def tiny_bert(dataset: Path, folder: Path) -> Path:
@@ -50,6 +56,29 @@ def query_with_a_relevant_hit(engine: Any, dataset: Path, k: int) -> Query:
         if any(hit.relevant for hit in engine.query(qid=candidate.id, k=k, rerank_k=0).hits):
             return candidate
     raise AssertionError(f"no test query of the subset has a relevant passage in the top {k}")
+
+
+def subset_with_a_reprint(ecbplus_subset: Path, subset_dataset: Path, folder: Path) -> tuple[Path, Path, Query]:
+    """The subset's dataset with one distractor: a reprint of the passage of a test query that has
+    at least three relevant passages, never annotated; and its Lucene index. Returns
+    ``(dataset, index, query)``: the reprint is the query's top BM25 hit, its relevant passages
+    and the other passages of the annotated ECB+ documents come after it."""
+    from corefsearch.datasets.build import BuildOptions, build_dataset
+    from corefsearch.datasets.ecbplus import read_ecbplus
+    from corefsearch.sparse.index import build_lucene_index
+
+    qrels = read_qrels(Dataset(subset_dataset).qrels_path("test"))
+    query = next(q for q in Dataset(subset_dataset).queries("test") if len(qrels.get(q.id, {})) >= 3)
+    distractors = folder / "distractors.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    distractors.write_text(json.dumps({"doc_id": REPRINT_DOC, "title": "Reprinted", "text": query.text}) + "\n",
+                           encoding="utf-8")
+    dataset = folder / "dataset"
+    build_dataset(read_ecbplus(ecbplus_subset), dataset, BuildOptions(splits=("test",)), distractors=[distractors],
+                  source_name=str(ecbplus_subset))
+    index = folder / "index"
+    build_lucene_index(dataset, index)
+    return dataset, index, query
 
 
 def free_port() -> int:

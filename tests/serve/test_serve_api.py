@@ -1,7 +1,9 @@
 """`corefsearch serve`'s API with FastAPI's test client, on the ECB+ subset (test topics 36-37):
 the hits equal `corefsearch query --json`'s for the same question (BM25 with a tiny random reader,
-hybrid with a tiny random dense encoder, a dataset query by id), the passage in its document, the
-info, health, queries and docs routes, every 4xx path, the API key, the thread pool (the event
+hybrid with a tiny random dense encoder, a dataset query by id), a page of the ranking, the
+judgement of each hit of a dataset query (relevant, not relevant, unjudged), the passage in its
+document, the info, health, queries and docs routes, the OpenAPI schema of the answers and of
+the errors, every 4xx path (wrong JSON types included), the API key, the thread pool (the event
 loop answers while searches run), and the `serve` command's start-up log and SIGTERM shutdown."""
 
 from __future__ import annotations
@@ -21,16 +23,27 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from serve_helpers import free_port, query_with_a_relevant_hit, subset_query, tiny_bert, tiny_reader
+from serve_helpers import (
+    REPRINT_PASSAGE,
+    free_port,
+    query_with_a_relevant_hit,
+    subset_query,
+    subset_with_a_reprint,
+    tiny_bert,
+    tiny_reader,
+)
 from typer.testing import CliRunner
 
 from corefsearch.cli import app as cli_app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.engine import SearchEngine
+from corefsearch.errors import CorefSearchError
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.retriever import RetrievalOptions
 from corefsearch.schema import Query
 from corefsearch.serve.app import Limits, create_app
+from corefsearch.serve.judgements import Judge, judgement_of
+from corefsearch.serve.models import SearchResponse
 from corefsearch.sparse.search import BM25Options
 
 pytestmark = pytest.mark.java
@@ -136,6 +149,9 @@ def test_a_dataset_query_by_id_marks_relevant_hits_and_gold_mentions(client: Tes
     served = answer(client.post("/search", json={"qid": query.id, "k": 10}))
     expected = cli_json("--index", index, "--dataset", subset_dataset, "--qid", query.id, "--k", 10,
                         "--reader", models[1], "--rerank-k", RERANK_K)
+    # The server adds each hit's judgement; every ECB+ document is annotated, so none is unjudged.
+    judgements = [hit.pop("judgement") for hit in served["hits"]]
+    assert judgements == ["relevant" if hit["relevant"] else "not_relevant" for hit in served["hits"]]
     assert served == expected
     assert served["query"]["id"] == query.id and served["query"]["split"] == "test"
     assert query.passage_id not in {hit["passage_id"] for hit in served["hits"]}  # its own passage left out
@@ -148,7 +164,133 @@ def test_a_dataset_query_by_id_marks_relevant_hits_and_gold_mentions(client: Tes
     assert all(hit["gold_mentions"] == [] for hit in served["hits"] if not hit["relevant"])
 
 
-# --- the other routes ---------------------------------------------------------------------------------
+# --- a page of the ranking -------------------------------------------------------------------------
+
+
+def test_a_page_of_the_ranking_is_the_same_slice_of_the_deeper_ranking(client: TestClient, query: Query) -> None:
+    question = {"context": query.text, "start": query.start, "end": query.end}
+    deeper = answer(client.post("/search", json={**question, "k": 9}))
+    second = answer(client.post("/search", json={**question, "k": 3, "offset": 3}))
+    last = answer(client.post("/search", json={**question, "k": 4, "offset": LIMITS.max_k - 4}))
+    assert second["hits"] == deeper["hits"][3:6]  # re-ranked by the reader alike: its top 5 span both pages
+    assert [hit["rank"] for hit in second["hits"]] == [4, 5, 6]
+    assert {key: value for key, value in second.items() if key != "hits"} == {
+        key: value for key, value in deeper.items() if key != "hits"}
+    assert [hit["rank"] for hit in last["hits"]] == list(range(LIMITS.max_k - 3, LIMITS.max_k + 1))
+
+
+# --- judgements: relevant, not relevant, unjudged -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reprint(ecbplus_subset: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, Path, Query]:
+    return subset_with_a_reprint(ecbplus_subset, subset_dataset, tmp_path_factory.mktemp("reprint"))
+
+
+def test_a_passage_nobody_annotated_is_unjudged_not_irrelevant(reprint: tuple[Path, Path, Query]) -> None:
+    dataset, index, query = reprint
+    engine = SearchEngine.open(index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
+                               dataset=dataset)
+    with TestClient(create_app(engine)) as reprint_client:
+        served = answer(reprint_client.post("/search", json={"qid": query.id, "k": 15}))
+        page = answer(reprint_client.post("/search", json={"qid": query.id, "k": 5, "offset": 5}))
+    hits = served["hits"]
+    assert REPRINT_PASSAGE in [hit["passage_id"] for hit in hits]
+    for hit in hits:
+        expected = ("relevant" if hit["relevant"] else "unjudged" if hit["passage_id"] == REPRINT_PASSAGE
+                    else "not_relevant")
+        assert hit["judgement"] == expected, hit["passage_id"]
+        assert hit["relevant"] is (expected == "relevant")  # `relevant` stays the qrels' (trec_eval's) answer
+    assert {hit["judgement"] for hit in hits} == {"relevant", "not_relevant", "unjudged"}
+    assert page["hits"] == hits[5:10]
+
+
+def test_the_judgement_of_a_hit_follows_the_qrels_then_its_documents_annotation() -> None:
+    assert judgement_of(1, annotated_document=False) == "relevant"
+    assert judgement_of(2, annotated_document=True) == "relevant"
+    assert judgement_of(0, annotated_document=False) == "not_relevant"  # judged so, annotated or not
+    assert judgement_of(-2, annotated_document=False) == "not_relevant"
+    assert judgement_of(-1, annotated_document=True) == "unjudged"  # trec_eval's mark of an unjudged pair
+    assert judgement_of(None, annotated_document=True) == "not_relevant"
+    assert judgement_of(None, annotated_document=False) == "unjudged"
+
+
+def test_the_judge_reads_the_qrels_and_clusters_and_again_when_they_change(tmp_path: Path) -> None:
+    (tmp_path / "qrels").mkdir()
+    qrels = tmp_path / "qrels" / "test.txt"
+    qrels.write_text("q1 0 a-1 1\nq1 0 x-0 0\nq1 0 a-3 -1\n", encoding="utf-8")
+    clusters = tmp_path / "clusters.jsonl"
+    clusters.write_text(json.dumps({"cluster_id": "c", "split": "test", "type": "event", "mention_ids": ["m1", "m2"],
+                                    "passage_ids": ["a-1", "b-0"]}) + "\n", encoding="utf-8")
+    documents = {"a": ["a-1", "a-2", "a-3"], "b": ["b-0"], "x": ["x-0", "x-1"]}
+    looked_up: list[str] = []
+
+    def document_of(passage_id: str) -> list[str]:
+        looked_up.append(passage_id)
+        return documents[passage_id.split("-")[0]]
+
+    judge = Judge(tmp_path, document_of)
+    ids = ["a-1", "a-2", "a-3", "b-0", "x-0", "x-1"]
+    assert judge.judge("q1", "test", ids) == {
+        "a-1": "relevant", "a-2": "not_relevant", "a-3": "unjudged", "b-0": "not_relevant", "x-0": "not_relevant",
+        "x-1": "unjudged"}
+    assert looked_up == ["a-2", "x-1"]  # documents are looked up only for pairs the qrels leave out (b-0 has mentions)
+    assert judge.judge("q2", "test", ["a-2", "x-1"]) == {"a-2": "not_relevant", "x-1": "unjudged"}
+    qrels.write_text("q1 0 x-1 2\n", encoding="utf-8")
+    assert judge.judge("q1", "test", ["x-1", "a-1"]) == {"x-1": "relevant", "a-1": "not_relevant"}
+    clusters.unlink()
+    with pytest.raises(CorefSearchError, match="clusters.jsonl is gone"):
+        judge.judge("q1", "test", ["a-2"])
+
+
+# --- the OpenAPI schema: the answers and the errors ----------------------------------------------------
+
+
+def test_openapi_describes_the_search_answer_and_the_error_every_route_returns(client: TestClient,
+                                                                              found_query: Query) -> None:
+    schema = client.get("/openapi.json").json()
+    schemas = schema["components"]["schemas"]
+
+    def ref(response: dict[str, Any]) -> str:
+        return str(response["content"]["application/json"]["schema"]["$ref"]).rsplit("/", 1)[-1]
+
+    responses = schema["paths"]["/search"]["post"]["responses"]
+    assert ref(responses["200"]) == "SearchResponse"
+    assert set(schemas["SearchResponse"]["required"]) == {"query", "retriever", "encoder", "fusion", "reader",
+                                                          "rerank_fusion", "hits", "timing"}
+    hit = schemas["SearchHit"]["properties"]
+    assert {"rank", "score", "passage_id", "text", "matched", "span", "relevant", "gold_mentions",
+            "judgement"} <= set(hit)
+    assert hit["judgement"]["anyOf"][0]["enum"] == ["relevant", "not_relevant", "unjudged"]
+    assert set(schemas["SearchRequest"]["properties"]) >= {"k", "offset", "qid", "context", "start", "end"}
+
+    # Every 4xx and 500 is the app's own {"detail": "one line"}, not FastAPI's list of errors.
+    error = schemas["ErrorResponse"]
+    assert list(error["properties"]) == error["required"] == ["detail"]
+    assert error["properties"]["detail"]["type"] == "string"
+    assert {"400", "401", "413", "422", "500"} <= set(responses)
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            for status, response in operation["responses"].items():
+                if status != "200":
+                    assert ref(response) == "ErrorResponse", (method, path, status)
+            if path != "/health":
+                assert "422" in operation["responses"] or method == "get" and path == "/info", (method, path)
+    assert "HTTPValidationError" not in schemas
+    for path, model in (("/passages/{passage_id}", "PassageResponse"), ("/queries", "QueriesResponse"),
+                        ("/health", "HealthResponse"), ("/info", "InfoResponse")):
+        assert ref(schema["paths"][path]["get"]["responses"]["200"]) == model
+
+    # What the server answers is what the schema says.
+    served = client.post("/search", json={"qid": found_query.id, "k": 4})
+    SearchResponse.model_validate(served.json(), strict=False)
+    for served_hit in served.json()["hits"]:
+        assert set(served_hit) <= set(hit)
+    refused = client.post("/search", json={"mention": "blaze", "k": "5"})
+    assert refused.status_code == 422 and list(refused.json()) == ["detail"]
+
+
 
 
 def test_a_passage_comes_in_its_document(client: TestClient, subset_dataset: Path) -> None:
@@ -179,8 +321,19 @@ def test_health_info_queries_docs_and_the_page(client: TestClient, index: Path, 
 
     test_queries = Dataset(subset_dataset).queries("test")
     page = client.get("/queries", params={"split": "test", "offset": 2, "limit": 3}).json()
-    assert page["total"] == len(test_queries) and [q["id"] for q in page["queries"]] == [
+    assert page["total"] == page["matching"] == len(test_queries) and [q["id"] for q in page["queries"]] == [
         q.id for q in test_queries[2:5]]
+    # `contains` finds queries by a part of their id or mention, in any case.
+    word = test_queries[0].mention
+    found = client.get("/queries", params={"contains": word.upper(), "limit": 1000}).json()
+    needle = word.casefold()
+    expected = [q.id for q in test_queries if needle in q.mention.casefold() or needle in q.id.casefold()]
+    assert found["total"] == len(test_queries) and found["matching"] == len(expected) < len(test_queries)
+    assert [q["id"] for q in found["queries"]] == expected
+    by_id = client.get("/queries", params={"contains": test_queries[3].id}).json()
+    assert test_queries[3].id in [q["id"] for q in by_id["queries"]]
+    none = client.get("/queries", params={"contains": "no query has this"}).json()
+    assert (none["matching"], none["queries"]) == (0, [])
     assert client.get("/queries", params={"split": "train"}).status_code == 404
 
     # The OpenAPI page works offline: its script and style come from the server itself.
@@ -201,10 +354,22 @@ def test_health_info_queries_docs_and_the_page(client: TestClient, index: Path, 
 CONTEXT = "Police said the blaze destroyed the old mill in Leeds on Tuesday."
 BAD_REQUESTS = [
     ("bad JSON", {"content": b'{"context": "x", "mention": ', "headers": {"content-type": "application/json"}},
-     400, "not valid JSON"),
+     422, "the request body is not valid JSON"),
     ("not an object", {"json": ["blaze"]}, 422, "valid dictionary"),
     ("unknown field", {"json": {"mention": "blaze", "limit": 3}}, 422, "limit: Extra inputs"),
     ("k not a number", {"json": {"mention": "blaze", "k": "ten"}}, 422, "k: Input should be a valid integer"),
+    ("k a string of digits", {"json": {"mention": "blaze", "k": "5"}}, 422,
+     "k: Input should be a valid integer, got a string"),
+    ("k a boolean", {"json": {"mention": "blaze", "k": True}}, 422,
+     "k: Input should be a valid integer, got a boolean"),
+    ("k a fraction", {"json": {"mention": "blaze", "k": 5.5}}, 422, "k: Input should be a valid integer, got 5.5"),
+    ("mention a number", {"json": {"mention": 7}}, 422, "mention: Input should be a valid string, got 7"),
+    ("start a string", {"json": {"context": CONTEXT, "start": "16", "end": 21}}, 422,
+     "start: Input should be a valid integer, got a string"),
+    ("qid a list", {"json": {"qid": ["q"]}}, 422, "qid: Input should be a valid string, got a list"),
+    ("offset negative", {"json": {"mention": "blaze", "offset": -1}}, 422, "offset: must be 0 or more, got -1"),
+    ("page past max_k", {"json": {"mention": "blaze", "k": 10, "offset": 45}}, 422,
+     "offset + k: 45 + 10 is past rank 50"),
     ("missing mention", {"json": {"context": CONTEXT}}, 422, "give the mention"),
     ("empty mention", {"json": {"context": CONTEXT, "mention": " "}}, 400, "--mention is empty"),
     ("mention not in the context", {"json": {"context": CONTEXT, "mention": "flood"}}, 400, "does not occur"),

@@ -6,7 +6,10 @@ The mention is selected with the mouse (a double-click on it in the passage), th
 from the page, and the hit list, the matched terms and the reader's spans on the page are checked
 against the API's answer; then a hit opens in its document, and a dataset query opened by id shows
 its relevant hits and gold mentions. A screenshot of the page goes to the test's temporary folder
-(and, with COREFSEARCH_SCREENSHOT=PATH, also to PATH).
+(and, with COREFSEARCH_SCREENSHOT=PATH, also to PATH). The query picker counts what it lists and
+finds the rest; and on a second server, without a reader and with a passage nobody annotated, the
+legend leaves out the reader's span, that passage is marked unjudged, the results go page by page
+up to the server's max_k, and the page's address reopens the search it shows.
 
 chromium and chromedriver must be installed (`apt-get install chromium chromium-driver`; `.ci/run`
 installs them): without them the test fails, saying so. COREFSEARCH_SKIP_BROWSER=1 skips it
@@ -22,12 +25,21 @@ from typing import Any
 
 import httpx
 import pytest
-from serve_helpers import ServerThread, query_with_a_relevant_hit, subset_query, tiny_bert, tiny_reader
+from serve_helpers import (
+    REPRINT_PASSAGE,
+    ServerThread,
+    query_with_a_relevant_hit,
+    subset_query,
+    subset_with_a_reprint,
+    tiny_bert,
+    tiny_reader,
+)
 
 from corefsearch.engine import SearchEngine
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.retriever import RetrievalOptions
-from corefsearch.serve.app import create_app
+from corefsearch.schema import Query
+from corefsearch.serve.app import Limits, create_app
 from corefsearch.sparse.search import BM25Options
 
 pytestmark = pytest.mark.java
@@ -133,6 +145,26 @@ def server(engine: SearchEngine) -> Iterator[str]:
     running.stop()
 
 
+@pytest.fixture(scope="module")
+def reprint(ecbplus_subset: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, Path, Query]:
+    return subset_with_a_reprint(ecbplus_subset, subset_dataset, tmp_path_factory.mktemp("reprint"))
+
+
+PLAIN_MAX_K = 12
+
+
+@pytest.fixture(scope="module")
+def plain_server(reprint: tuple[Path, Path, Query]) -> Iterator[str]:
+    """A server without a reader, over the subset with an unannotated reprint, ranking 12 deep at most."""
+    dataset, index, _ = reprint
+    engine = SearchEngine.open(index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
+                               dataset=dataset)
+    running = ServerThread(create_app(engine, limits=Limits(max_k=PLAIN_MAX_K), threads=2)).start()
+    yield running.url
+    running.stop()
+
+
 def marked(driver: Any, selector: str) -> list[dict[str, Any]]:
     return driver.execute_script(MARKED_RANGES, selector, ["term", "span", "gold"])
 
@@ -155,6 +187,8 @@ def test_select_a_mention_with_the_mouse_search_and_read_the_hits(browser: Any, 
     wait_for_text(browser, "server-info", "retrievers bm25")
     assert "reader" in browser.find_element(By.ID, "server-info").text
     assert browser.find_element(By.ID, "dataset-row").is_displayed()
+    assert browser.find_element(By.ID, "legend-span").is_displayed()  # the server has a reader
+    assert browser.find_element(By.ID, "legend-gold").is_displayed()  # ... and a dataset
 
     # Paste a passage, then double-click its mention: the page takes the selection as the mention.
     query = subset_query(subset_dataset)
@@ -212,6 +246,9 @@ def test_select_a_mention_with_the_mouse_search_and_read_the_hits(browser: Any, 
     items = browser.find_elements(By.CSS_SELECTOR, "#hits li.hit")
     assert [("relevant" in item.get_attribute("class").split()) for item in items] == [
         h["relevant"] for h in answer["hits"]]
+    # Every ECB+ document is annotated: a hit that is not relevant was judged so.
+    assert [item.find_element(By.CSS_SELECTOR, ".badge").text for item in items] == [
+        "relevant" if h["relevant"] else "not relevant" for h in answer["hits"]]
     shown = marked(browser, "#hits li.hit .hit-text")
     for block, hit in zip(shown, answer["hits"], strict=True):
         assert block["marks"]["gold"] == merged([[g["start"], g["end"]] for g in hit["gold_mentions"]])
@@ -234,3 +271,189 @@ def test_select_a_mention_with_the_mouse_search_and_read_the_hits(browser: Any, 
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
     if os.environ.get("COREFSEARCH_SCREENSHOT"):
         shutil.copyfile(screenshot, os.environ["COREFSEARCH_SCREENSHOT"])
+
+
+def hits_shown(driver: Any) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [item.get_attribute("data-passage-id") for item in driver.find_elements(By.CSS_SELECTOR, "#hits li.hit")]
+
+
+def api_hits(server: str, **body: Any) -> list[dict[str, Any]]:
+    response = httpx.post(f"{server}search", json=body, timeout=WAIT)
+    assert response.status_code == 200, response.text
+    return list(response.json()["hits"])
+
+
+def test_the_query_picker_counts_what_it_lists_and_finds_the_rest(browser: Any, server: str,
+                                                                  subset_dataset: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    queries = httpx.get(f"{server}queries", params={"split": "test", "limit": 1000}, timeout=WAIT).json()
+    total = queries["total"]
+    assert total > 200  # more than the picker lists at a time
+    browser.get(server)
+    wait_for_text(browser, "query-count", f"1–200 of {total} queries")
+    picker = Select(browser.find_element(By.ID, "dataset-query"))
+    listed = [option.get_attribute("value") for option in picker.options][1:]
+    assert listed == [q["id"] for q in queries["queries"][:200]]
+    assert not browser.find_element(By.ID, "queries-next").get_attribute("disabled")
+    browser.find_element(By.ID, "queries-next").click()
+    wait_for_text(browser, "query-count", f"201–{total} of {total} queries")
+    listed = [option.get_attribute("value") for option in picker.options][1:]
+    assert listed == [q["id"] for q in queries["queries"][200:]]
+    assert browser.find_element(By.ID, "queries-next").get_attribute("disabled")
+
+    # A part of a mention finds every query it is part of (in any case), whichever page it was on.
+    last = queries["queries"][-1]
+    word = last["mention"]
+    matching = [q["id"] for q in queries["queries"] if word.casefold() in q["mention"].casefold()
+                or word.casefold() in q["id"].casefold()]
+    browser.find_element(By.ID, "query-filter").send_keys(word.upper())
+    wait_for_text(browser, "query-count", f"of the {len(matching)} quer")
+    assert f"matching “{word.upper()}” ({total} in test)" in browser.find_element(By.ID, "query-count").text
+    listed = [option.get_attribute("value") for option in picker.options][1:]
+    assert listed == matching and last["id"] in listed
+    picker.select_by_value(last["id"])
+    wait_for_text(browser, "summary", f"(query {last['id']})")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "qid").get_attribute("value") == last["id"])
+
+
+def test_without_a_reader_the_legend_has_no_span_and_an_unannotated_passage_is_unjudged(
+        browser: Any, plain_server: str, reprint: tuple[Path, Path, Query]) -> None:
+    from selenium.webdriver.common.by import By
+
+    query = reprint[2]
+    browser.get(plain_server)
+    wait_for_text(browser, "server-info", "retrievers bm25")
+    assert "reader" not in browser.find_element(By.ID, "server-info").text
+    assert not browser.find_element(By.ID, "legend-span").is_displayed()
+    assert browser.find_element(By.ID, "legend-gold").is_displayed()
+    assert not browser.find_element(By.ID, "rerank-box").is_displayed()
+
+    k = browser.find_element(By.ID, "k")
+    k.clear()
+    k.send_keys(str(PLAIN_MAX_K))
+    browser.find_element(By.ID, "qid").send_keys(query.id)
+    browser.find_element(By.ID, "open-query").click()
+    wait_for_text(browser, "summary", f"(query {query.id})")
+    expected = api_hits(plain_server, qid=query.id, k=PLAIN_MAX_K)
+    assert hits_shown(browser) == [hit["passage_id"] for hit in expected]
+    items = browser.find_elements(By.CSS_SELECTOR, "#hits li.hit")
+    badges = {item.get_attribute("data-passage-id"): item.find_element(By.CSS_SELECTOR, ".badge").text
+              for item in items}
+    assert badges[REPRINT_PASSAGE] == "unjudged"
+    reprinted = next(item for item in items if item.get_attribute("data-passage-id") == REPRINT_PASSAGE)
+    assert "unjudged" in reprinted.get_attribute("class").split()
+    assert "did not annotate" in reprinted.find_element(By.CSS_SELECTOR, ".badge").get_attribute("title")
+    words = {"relevant": "relevant", "not_relevant": "not relevant", "unjudged": "unjudged"}
+    assert badges == {hit["passage_id"]: words[hit["judgement"]] for hit in expected}
+    assert set(badges.values()) == {"relevant", "not relevant", "unjudged"}
+
+
+def test_results_go_page_by_page_up_to_the_servers_max_k(browser: Any, plain_server: str,
+                                                         reprint: tuple[Path, Path, Query]) -> None:
+    from selenium.webdriver.common.by import By
+
+    query = reprint[2]
+    ranking = api_hits(plain_server, qid=query.id, k=PLAIN_MAX_K)
+    assert len(ranking) == PLAIN_MAX_K
+    browser.get(plain_server)
+    wait_for_text(browser, "server-info", "retrievers bm25")
+    k = browser.find_element(By.ID, "k")
+    k.clear()
+    k.send_keys("5")
+    browser.find_element(By.ID, "qid").send_keys(query.id)
+    browser.find_element(By.ID, "open-query").click()
+    wait_for_text(browser, "summary", "5 hits (ranks 1–5)")
+    previous, following = browser.find_element(By.ID, "previous-page"), browser.find_element(By.ID, "next-page")
+    assert previous.get_attribute("disabled") and not following.get_attribute("disabled")
+    assert f"this server ranks at most {PLAIN_MAX_K} passages" in browser.find_element(By.ID, "page-info").text
+    assert hits_shown(browser) == [hit["passage_id"] for hit in ranking[:5]]
+
+    following.click()
+    wait_for_text(browser, "summary", "5 hits (ranks 6–10)")
+    assert hits_shown(browser) == [hit["passage_id"] for hit in ranking[5:10]]
+    assert [rank.text for rank in browser.find_elements(By.CSS_SELECTOR, "#hits .rank")] == [
+        f"{rank}." for rank in range(6, 11)]
+    following.click()  # the last page stops at rank 12, the server's max_k
+    wait_for_text(browser, "summary", "2 hits (ranks 11–12)")
+    assert hits_shown(browser) == [hit["passage_id"] for hit in ranking[10:]]
+    assert following.get_attribute("disabled") and not previous.get_attribute("disabled")
+    assert browser.find_element(By.ID, "page-info").text.startswith("ranks 11–12")
+    previous.click()
+    wait_for_text(browser, "summary", "5 hits (ranks 6–10)")
+    assert hits_shown(browser) == [hit["passage_id"] for hit in ranking[5:10]]
+
+
+def test_the_pages_address_reopens_the_search_it_shows(browser: Any, plain_server: str,
+                                                       reprint: tuple[Path, Path, Query]) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    query = reprint[2]
+    browser.get(plain_server)
+    wait_for_text(browser, "server-info", "retrievers bm25")
+    k = browser.find_element(By.ID, "k")
+    k.clear()
+    k.send_keys("4")
+    browser.find_element(By.ID, "qid").send_keys(query.id)
+    browser.find_element(By.ID, "open-query").click()
+    wait_for_text(browser, "summary", "4 hits (ranks 1–4)")
+    browser.find_element(By.ID, "next-page").click()
+    wait_for_text(browser, "summary", "4 hits (ranks 5–8)")
+    shown = hits_shown(browser)
+    address = browser.current_url
+    assert parse_qs(urlsplit(address).fragment) == {"qid": [query.id], "k": ["4"], "retriever": ["bm25"],
+                                                    "query_format": ["mention"], "offset": ["4"]}
+
+    # The address alone, in a fresh page: the same question, options and page.
+    browser.get("about:blank")
+    browser.get(address)
+    wait_for_text(browser, "summary", "4 hits (ranks 5–8)")
+    assert hits_shown(browser) == shown == [hit["passage_id"] for hit in api_hits(
+        plain_server, qid=query.id, k=4, offset=4)]
+    assert browser.find_element(By.ID, "qid").get_attribute("value") == query.id
+    assert browser.find_element(By.ID, "k").get_attribute("value") == "4"
+    assert browser.find_element(By.ID, "context").get_attribute("value") == query.text
+    assert browser.find_element(By.ID, "mention").get_attribute("value") == query.mention
+
+    # A selection (the query's mention, now selected), with another query format: its address
+    # holds the passage and the mention's characters.
+    browser.find_element(By.ID, "k").clear()
+    browser.find_element(By.ID, "k").send_keys("3")
+    browser.execute_script("document.getElementById('query-format').value = 'context'")
+    browser.find_element(By.ID, "search").click()
+    wait_for_text(browser, "summary", "3 hits (ranks 1–3)")
+    fragment = parse_qs(urlsplit(browser.current_url).fragment)
+    assert fragment == {"context": [query.text], "start": [str(query.start)], "end": [str(query.end)], "k": ["3"],
+                        "retriever": ["bm25"], "query_format": ["context"]}
+    selection = hits_shown(browser)
+    assert selection == [hit["passage_id"] for hit in api_hits(
+        plain_server, context=query.text, start=query.start, end=query.end, k=3, query_format="context")]
+    selection_address = browser.current_url
+
+    # Back goes to the search before (the dataset query's second page), forward to the selection again.
+    browser.back()
+    WebDriverWait(browser, WAIT).until(lambda d: "4 hits (ranks 5–8)" in d.find_element(By.ID, "summary").text)
+    assert hits_shown(browser) == shown
+    assert browser.find_element(By.ID, "query-format").get_attribute("value") == "mention"
+    browser.forward()
+    WebDriverWait(browser, WAIT).until(lambda d: "3 hits (ranks 1–3)" in d.find_element(By.ID, "summary").text)
+    assert hits_shown(browser) == selection
+
+    browser.get("about:blank")
+    browser.get(selection_address)
+    wait_for_text(browser, "summary", "3 hits (ranks 1–3)")
+    assert hits_shown(browser) == selection
+    assert browser.find_element(By.ID, "mention-where").text == f"characters {query.start}–{query.end} (selected)"
+    assert browser.find_element(By.ID, "mention").get_attribute("value") == query.mention
+    assert browser.find_element(By.ID, "query-format").get_attribute("value") == "context"
+
+    # An address the page cannot read says so.
+    browser.get("about:blank")
+    browser.get(plain_server + "#qid=x&k=ten")
+    wait_for_text(browser, "error", "k=ten: not a whole number")

@@ -1,12 +1,15 @@
 """The HTTP API and the web page over a warm :class:`~corefsearch.engine.SearchEngine`.
 
 ``create_app(engine)`` answers ``POST /search`` (what ``corefsearch query --json`` prints, plus
-timing), ``GET /passages/{id}``, ``GET /queries`` (with a dataset), ``GET /health``, ``GET /info``,
-the OpenAPI page at ``/docs`` (served from the package, no CDN) and the page at ``/``.
+timing; a page of the ranking with ``offset``), ``GET /passages/{id}``, ``GET /queries`` (with a
+dataset), ``GET /health``, ``GET /info``, the OpenAPI page at ``/docs`` (served from the package,
+no CDN) and the page at ``/``. The requests and answers are the models of ``models.py``, so
+``/openapi.json`` describes both, errors included.
 
 The model work (retrieval, spaCy, the reader) runs in a thread pool of a set size, so the event
 loop keeps answering (health, info, the page, queued searches) while searches run. A bad request
-gets a JSON 4xx ``{"detail": "one line"}``; a library error (``CorefSearchError``) its own message.
+gets a JSON 4xx ``{"detail": "one line"}`` (a malformed one, a body that is not JSON included, a
+422); a library error (``CorefSearchError``) its own message.
 """
 
 from __future__ import annotations
@@ -31,12 +34,22 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corefsearch import __version__
 from corefsearch.errors import CorefSearchError, InputError
+from corefsearch.io import json_type
+from corefsearch.serve.judgements import Judge
+from corefsearch.serve.models import (
+    ErrorResponse,
+    HealthResponse,
+    InfoResponse,
+    PassageResponse,
+    QueriesResponse,
+    SearchRequest,
+    SearchResponse,
+)
 
 if TYPE_CHECKING:
     from corefsearch.engine import SearchEngine
@@ -53,33 +66,13 @@ class Limits:
 
     max_body_bytes: int = 64 * 1024
     max_context_chars: int = 20_000
-    max_k: int = 100
+    max_k: int = 100  # the deepest rank a search reaches: offset + k
     max_rerank_k: int = 200
 
     def validate(self) -> None:
         for name, value in asdict(self).items():
             if value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-
-
-class SearchRequest(BaseModel):
-    """One question: a mention in its context (``mention`` [+ ``occurrence``], or the character
-    offsets ``start``/``end`` of a selection in ``context``), or a query of the server's dataset
-    (``qid``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    context: str | None = Field(None, description="The passage the mention occurs in (default: the mention alone).")
-    mention: str | None = Field(None, description="The mention as written in the context.")
-    occurrence: int | None = Field(None, description="Which occurrence of `mention` in the context (1-based).")
-    start: int | None = Field(None, description="The mention's first character in `context` (with `end`).")
-    end: int | None = Field(None, description="One past the mention's last character in `context`.")
-    qid: str | None = Field(None, description="A query of the dataset the server was started with (--dataset).")
-    k: int = Field(10, description="Passages to return (at most the server's max_k).")
-    retriever: str | None = Field(None, description="One of the server's retrievers (GET /info); default its first.")
-    rerank_k: int | None = Field(None, description="With a reader: re-rank the top N (0: no re-ranking; "
-                                                   "default: the server's --rerank-k).")
-    query_format: str | None = Field(None, description="BM25 query format for this question (default: the server's).")
 
 
 class BodyLimit:
@@ -133,15 +126,36 @@ def _dataset_path(description: dict[str, Any]) -> Path | None:
     return Path(dataset) if dataset else None
 
 
-def _validation_message(errors: list[Any]) -> tuple[int, str]:
-    """One line for pydantic's errors; 400 for a body that is not JSON, 422 for the rest."""
+def _validation_message(errors: list[Any]) -> str:
+    """One line for pydantic's errors, each naming its field (and, for a wrong type, what was sent)."""
     if any(error.get("type") == "json_invalid" for error in errors):
-        return 400, "the request body is not valid JSON"
+        return "the request body is not valid JSON"
     parts = []
     for error in errors:
-        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
-    return 422, "; ".join(parts) or "invalid request"
+        loc = list(error.get("loc", ()))
+        if loc and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]
+        where = ".".join(str(part) for part in loc)
+        message = str(error.get("msg", "invalid"))
+        if str(error.get("type", "")).endswith("_type") and "input" in error:
+            given = error["input"]
+            number = isinstance(given, (int, float)) and not isinstance(given, bool)
+            message += f", got {given!r}" if number else f", got {json_type(given)}"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts) or "invalid request"
+
+
+# The error answers of the OpenAPI schema: the shape every error handler below returns.
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    why = {400: "The library refused the question (e.g. a mention not in the context, an unknown retriever, "
+                "query format or qid).",
+           401: "The X-API-Key header is missing or wrong (the server has --api-key).",
+           404: "Not found (an unknown passage; /queries: no --dataset, or no such split).",
+           413: "The request body is over the server's --max-body.",
+           422: "A malformed request: a body that is not JSON, a field of the wrong JSON type (`\"k\": \"5\"`) "
+                "or unknown, a value over the server's limits, or a question of the wrong shape.",
+           500: "An unexpected failure (the traceback is in the server's log only)."}
+    return {status: {"model": ErrorResponse, "description": why[status]} for status in statuses}
 
 
 def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits | None = None,
@@ -176,8 +190,7 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
-        status, message = _validation_message(list(error.errors()))
-        return JSONResponse({"detail": message}, status_code=status)
+        return JSONResponse({"detail": _validation_message(list(error.errors()))}, status_code=422)
 
     @app.exception_handler(CorefSearchError)
     async def library_error(_: Request, error: CorefSearchError) -> JSONResponse:
@@ -209,31 +222,46 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
 
     # --- the API ----------------------------------------------------------------------------
 
-    @app.post("/search", dependencies=keyed, summary="Where else is this mention's event mentioned?")
-    async def search(request: SearchRequest) -> JSONResponse:
-        """The top ``k`` passages for one mention: ``corefsearch query --json``'s answer, plus
-        ``timing`` (milliseconds: ``queue`` waiting for a free search thread, ``search``, ``total``)."""
+    judge = Judge(dataset_path, lambda passage_id: [part["id"] for part in engine.passage(passage_id)["document"]]) \
+        if dataset_path is not None else None
+
+    @app.post("/search", dependencies=keyed, summary="Where else is this mention's event mentioned?",
+              response_model=SearchResponse, response_model_exclude_unset=True,
+              responses=_errors(400, 401, 413, 422, 500))
+    async def search(request: SearchRequest) -> dict[str, Any]:
+        """The passages at ranks ``offset`` + 1 to ``offset`` + ``k`` for one mention:
+        ``corefsearch query --json``'s answer (``--k`` offset + k, the first ``offset`` hits left
+        out; ranks stay those of the whole ranking), plus ``timing`` (milliseconds: ``queue``
+        waiting for a free search thread, ``search``, ``total``). With ``qid``, each hit has its
+        ``judgement``: relevant, not_relevant or unjudged (a passage the corpus never annotated)."""
         received = time.perf_counter()
         _check(request, limits)
         times: dict[str, float] = {}
 
-        def work() -> Any:
+        def work() -> dict[str, Any]:
             times["started"] = time.perf_counter()
             result = engine.query(mention=request.mention, context=request.context, occurrence=request.occurrence,
-                                  start=request.start, end=request.end, qid=request.qid, k=request.k,
-                                  retriever=request.retriever, rerank_k=request.rerank_k,
-                                  query_format=request.query_format)
+                                  start=request.start, end=request.end, qid=request.qid,
+                                  k=request.offset + request.k, retriever=request.retriever,
+                                  rerank_k=request.rerank_k, query_format=request.query_format)
+            payload = result.to_json()
+            payload["hits"] = payload["hits"][request.offset:]
+            query = payload["query"]
+            if judge is not None and query.get("split") is not None:
+                judged = judge.judge(query["id"], query["split"], [hit["passage_id"] for hit in payload["hits"]])
+                for hit in payload["hits"]:
+                    hit["judgement"] = judged[hit["passage_id"]]
             times["done"] = time.perf_counter()
-            return result
+            return payload
 
-        result = await in_pool(work)
-        payload = result.to_json()
+        payload = await in_pool(work)
         payload["timing"] = {"queue_ms": round(1000 * (times["started"] - received), 2),
                              "search_ms": round(1000 * (times["done"] - times["started"]), 2),
                              "total_ms": round(1000 * (time.perf_counter() - received), 2)}
-        return JSONResponse(payload)
+        return payload
 
-    @app.get("/passages/{passage_id}", dependencies=keyed, summary="A passage in its document")
+    @app.get("/passages/{passage_id}", dependencies=keyed, summary="A passage in its document",
+             response_model=PassageResponse, responses=_errors(401, 404, 422))
     async def passage(passage_id: str) -> dict[str, Any]:
         """The passage (``id``, ``title``, ``text``, ``doc_id``) and ``document``: every passage
         of its document in order (``id``, ``text``)."""
@@ -242,26 +270,34 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
         except InputError as error:
             raise HTTPException(404, str(error)) from None
 
-    @app.get("/queries", dependencies=keyed, summary="The queries of the server's dataset (--dataset)")
-    async def queries(split: str = "test", offset: int = Query(0, ge=0),
-                      limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
-        """A page of the queries of one split: ``id``, ``mention``, ``passage_id``, ``cluster_id``."""
+    @app.get("/queries", dependencies=keyed, summary="The queries of the server's dataset (--dataset)",
+             response_model=QueriesResponse, responses=_errors(401, 404, 422))
+    async def queries(split: str = "test", offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
+                      contains: str = Query("", description="Only the queries whose id or mention contains this "
+                                                            "text (any case).")) -> dict[str, Any]:
+        """A page of the queries of one split (those ``contains`` matches): ``id``, ``mention``,
+        ``passage_id``, ``cluster_id``; ``total`` counts the split's queries, ``matching`` those
+        that match."""
         if dataset_path is None:
             raise HTTPException(404, "this server has no dataset (start it with --dataset DATASET)")
         splits = _splits(dataset_path)
         if split not in splits:
             raise HTTPException(404, f"the dataset has no split {split!r} (it has: {', '.join(splits) or 'none'})")
         records = await in_pool(functools.partial(_queries, dataset_path, split))
-        page = records[offset:offset + limit]
-        return {"split": split, "total": len(records), "offset": offset,
+        needle = contains.strip().casefold()
+        matching = [q for q in records if needle in q.id.casefold() or needle in q.mention.casefold()] \
+            if needle else records
+        page = matching[offset:offset + limit]
+        return {"split": split, "total": len(records), "matching": len(matching), "offset": offset,
                 "queries": [{"id": q.id, "mention": q.mention, "passage_id": q.passage_id,
                              "cluster_id": q.cluster_id} for q in page]}
 
-    @app.get("/health", summary="Liveness: the server is up and its engine loaded")
+    @app.get("/health", summary="Liveness: the server is up and its engine loaded", response_model=HealthResponse)
     async def health() -> dict[str, Any]:
         return {"status": "ok", "retrievers": list(engine.retrievers)}
 
-    @app.get("/info", dependencies=keyed, summary="The index, models, options, limits and versions")
+    @app.get("/info", dependencies=keyed, summary="The index, models, options, limits and versions",
+             response_model=InfoResponse, responses=_errors(401))
     async def info() -> dict[str, Any]:
         from corefsearch.sparse.formulation import QUERY_FORMATS
 
@@ -296,6 +332,11 @@ def _check(request: SearchRequest, limits: Limits) -> None:
                f"{limits.max_context_chars:,}")
     if not 1 <= request.k <= limits.max_k:
         refuse(f"k: must be between 1 and {limits.max_k} (this server's limit), got {request.k}")
+    if request.offset < 0:
+        refuse(f"offset: must be 0 or more, got {request.offset}")
+    if request.offset + request.k > limits.max_k:
+        refuse(f"offset + k: {request.offset} + {request.k} is past rank {limits.max_k}, the deepest this server "
+               "ranks (its max_k)")
     if request.rerank_k is not None and not 0 <= request.rerank_k <= limits.max_rerank_k:
         refuse(f"rerank_k: must be between 0 and {limits.max_rerank_k} (this server's limit), got {request.rerank_k}")
     offsets = request.start is not None or request.end is not None

@@ -8,6 +8,10 @@ const state = {
   selection: null, // {start, end}: the mention's characters in the context, from a selection
   info: null,
   hits: [],
+  search: null, // the search on the page: {question, options, offset} (see ask)
+  shownAddress: null, // its address (the fragment), as addressOf writes it
+  openingAddress: null, // the address whose search is being opened
+  queries: { offset: 0 }, // the dataset queries listed
 };
 
 // --- the API ---------------------------------------------------------------------------------
@@ -147,6 +151,11 @@ function setSelection(start, end) {
 
 // --- searching -------------------------------------------------------------------------------
 
+// A search is a question ({qid}, {context, start, end} or {mention[, context]}), its options ({k,
+// retriever, query_format[, rerank_k]}) and the offset of its page: k hits from rank offset + 1.
+// The search on the page is also in the page's address (the fragment), so that a copied address
+// reopens it, and the browser's back and forward buttons go through the searches made.
+
 function searchOptions() {
   const options = {
     k: Number($("k").value) || 10,
@@ -155,6 +164,10 @@ function searchOptions() {
   };
   if (!$("rerank-box").hidden && $("rerank-k").value !== "") options.rerank_k = Number($("rerank-k").value);
   return options;
+}
+
+function maxK() {
+  return state.info ? state.info.limits.max_k : Infinity;
 }
 
 async function runSearch(body) {
@@ -175,29 +188,169 @@ async function runSearch(body) {
   }
 }
 
+// Ask `question` with `options` from rank `offset` + 1; `history`: "push" (a new entry of the
+// browser's history), "replace" (the current one) or "none".
+async function ask(question, options, offset, history = "push") {
+  // The last page stops at the server's max_k: the deepest rank it answers.
+  const k = Math.max(1, Math.min(options.k, maxK() - offset));
+  const result = await runSearch({ ...question, ...options, k, offset });
+  if (!result) return null;
+  state.search = { question, options, offset };
+  if (question.qid !== undefined) showDatasetQuery(result.query);
+  writeAddress(history);
+  renderPager(result);
+  return result;
+}
+
 function search() {
   const context = $("context").value;
-  const body = searchOptions();
+  let question;
   if (state.selection) {
-    Object.assign(body, { context, start: state.selection.start, end: state.selection.end });
+    question = { context, start: state.selection.start, end: state.selection.end };
   } else {
     const mention = $("mention").value;
     if (!mention) {
       showError(new Error("Select the mention in the passage, or type it."));
       return;
     }
-    body.mention = mention;
-    if (context) body.context = context;
+    question = { mention };
+    if (context) question.context = context;
   }
-  runSearch(body);
+  ask(question, searchOptions(), 0);
 }
 
-async function openQuery(qid) {
-  if (!qid) return;
-  const result = await runSearch({ qid, ...searchOptions() });
-  if (!result) return;
-  $("context").value = result.query.context;
-  setSelection(result.query.start, result.query.end);
+function openQuery(qid) {
+  if (qid) ask({ qid }, searchOptions(), 0);
+}
+
+// The question of a dataset query fills the page: its passage, its mention selected, its split.
+function showDatasetQuery(query) {
+  $("qid").value = query.id;
+  $("context").value = query.context;
+  setSelection(query.start, query.end);
+  const split = $("dataset-split");
+  if (query.split && split.value !== query.split && [...split.options].some((o) => o.value === query.split)) {
+    split.value = query.split;
+    state.queries.offset = 0;
+    loadQueries();
+  }
+  const picker = $("dataset-query");
+  if ([...picker.options].some((o) => o.value === query.id)) picker.value = query.id;
+}
+
+function page(step) {
+  if (!state.search) return;
+  const { question, options, offset } = state.search;
+  ask(question, options, Math.max(0, offset + step * options.k));
+}
+
+function renderPager(result) {
+  const { options, offset } = state.search;
+  const count = result.hits.length;
+  const limit = maxK();
+  $("pager").hidden = false;
+  $("previous-page").disabled = offset === 0;
+  // No next page when this one came short (the ranking ended) or reached the server's max_k.
+  $("next-page").disabled = count < Math.min(options.k, limit - offset) || offset + count >= limit;
+  const shown = count ? `ranks ${offset + 1}–${offset + count}` : `no hits after rank ${offset}`;
+  $("page-info").textContent = `${shown} · this server ranks at most ${limit.toLocaleString("en-US")} passages`;
+}
+
+// --- the address: the search on the page, in the fragment ------------------------------------
+
+const QUESTION_FIELDS = ["qid", "context", "mention", "start", "end"];
+const WHOLE_NUMBERS = ["start", "end", "k", "offset", "rerank_k"];
+
+function addressOf(search) {
+  const params = new URLSearchParams();
+  for (const name of QUESTION_FIELDS) {
+    if (search.question[name] !== undefined) params.set(name, search.question[name]);
+  }
+  for (const [name, value] of Object.entries(search.options)) {
+    if (value !== undefined) params.set(name, value);
+  }
+  if (search.offset) params.set("offset", search.offset);
+  return "#" + params.toString();
+}
+
+function normalAddress(hash) {
+  const text = new URLSearchParams(hash.replace(/^#/, "")).toString();
+  return text ? "#" + text : "";
+}
+
+function writeAddress(history) {
+  const hash = addressOf(state.search);
+  state.shownAddress = hash;
+  if (history === "none" || normalAddress(location.hash) === hash) return;
+  if (history === "push") window.history.pushState(null, "", hash);
+  else window.history.replaceState(null, "", hash);
+}
+
+// The search an address names, or null when it names no question.
+function searchOfAddress(hash) {
+  const params = new URLSearchParams(hash.replace(/^#/, ""));
+  const value = {};
+  for (const [name, text] of params) {
+    if (WHOLE_NUMBERS.includes(name)) {
+      if (!/^\d+$/.test(text)) throw new Error(`The page's address has ${name}=${text}: not a whole number.`);
+      value[name] = Number(text);
+    } else {
+      value[name] = text;
+    }
+  }
+  let question;
+  if (value.qid !== undefined) question = { qid: value.qid };
+  else if (value.start !== undefined || value.end !== undefined) {
+    question = { context: value.context ?? "", start: value.start, end: value.end };
+  } else if (value.mention !== undefined) {
+    question = { mention: value.mention };
+    if (value.context !== undefined) question.context = value.context;
+  } else return null;
+  const options = { k: value.k ?? state.info.defaults.k };
+  for (const name of ["retriever", "query_format", "rerank_k"]) {
+    if (value[name] !== undefined) options[name] = value[name];
+  }
+  return { question, options, offset: value.offset ?? 0 };
+}
+
+// Open the search of the page's address (on load, and when the address changes: back, forward,
+// or an address pasted in this tab), unless it is the one shown.
+async function openAddress() {
+  const wanted = normalAddress(location.hash);
+  // popstate and hashchange both come for one step back: the second finds the search on its way.
+  if (!state.info || wanted === state.shownAddress || wanted === state.openingAddress) return;
+  let found;
+  try {
+    found = searchOfAddress(location.hash);
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  if (!found) return;
+  state.openingAddress = wanted;
+  try {
+    await openSearch(found);
+  } finally {
+    state.openingAddress = null;
+  }
+}
+
+async function openSearch(found) {
+  const { question, options, offset } = found;
+  $("k").value = options.k;
+  if (options.retriever !== undefined) $("retriever").value = options.retriever;
+  if (options.query_format !== undefined) $("query-format").value = options.query_format;
+  if (options.rerank_k !== undefined && !$("rerank-box").hidden) $("rerank-k").value = options.rerank_k;
+  if (question.qid === undefined) {
+    $("context").value = question.context ?? "";
+    if (question.start !== undefined && question.end !== undefined) setSelection(question.start, question.end);
+    else {
+      state.selection = null;
+      $("mention").value = question.mention ?? "";
+      updatePreview();
+    }
+  }
+  await ask(question, options, offset, "replace");
 }
 
 function renderResult(result) {
@@ -205,12 +358,16 @@ function renderResult(result) {
   const list = $("hits");
   list.textContent = "";
   const timing = result.timing || {};
-  let summary = `${result.hits.length} hits · ${result.retriever}`;
+  const count = result.hits.length;
+  let summary = `${count} hits`;
+  if (count) summary += ` (ranks ${result.hits[0].rank}–${result.hits[count - 1].rank})`;
+  summary += ` · ${result.retriever}`;
   if (result.reader) summary += ` + reader (${result.rerank_fusion})`;
   if (timing.total_ms !== undefined) summary += ` · ${timing.total_ms.toFixed(0)} ms`;
   if (result.query.relevant_passages !== undefined && result.query.relevant_passages !== null) {
     const found = result.hits.filter((h) => h.relevant).length;
-    summary += ` · ${found} of ${result.query.relevant_passages} relevant passages (query ${result.query.id})`;
+    summary += ` · ${found} relevant here, of the ${result.query.relevant_passages} relevant passages ` +
+      `(query ${result.query.id})`;
   }
   $("summary").textContent = summary;
   const bm25 = $("bm25-query");
@@ -219,12 +376,22 @@ function renderResult(result) {
   for (const hit of result.hits) list.appendChild(renderHit(hit));
 }
 
+// How the corpus judged a hit of a dataset query (the server's `judgement`, see serve/judgements.py):
+// [badge text, class, what it means].
+const JUDGEMENTS = {
+  relevant: ["relevant", "relevant", "The query's qrels hold this passage relevant."],
+  not_relevant: ["not relevant", "not-relevant",
+    "Judged: the corpus annotated this passage's document and marked no mention of the query's cluster here."],
+  unjudged: ["unjudged", "unjudged",
+    "Never judged: the corpus did not annotate this passage's document; it may mention the query's event or not."],
+};
+
 function renderHit(hit) {
   const item = document.createElement("li");
   item.className = "hit";
   item.dataset.passageId = hit.passage_id;
-  if (hit.relevant === true) item.classList.add("relevant");
-  if (hit.relevant === false) item.classList.add("not-relevant");
+  const judgement = JUDGEMENTS[hit.judgement];
+  if (judgement) item.classList.add(judgement[1]);
 
   const head = document.createElement("div");
   head.className = "hit-head";
@@ -238,10 +405,11 @@ function renderHit(hit) {
   meta.className = "muted";
   meta.textContent = `${hit.passage_id} · score ${Number(hit.score).toFixed(3)}`;
   head.append(rank, title, meta);
-  if (hit.relevant !== undefined) {
+  if (judgement) {
     const badge = document.createElement("span");
-    badge.className = "badge " + (hit.relevant ? "yes" : "no");
-    badge.textContent = hit.relevant ? "relevant" : "not relevant";
+    badge.className = `badge ${judgement[1]}`;
+    badge.textContent = judgement[0];
+    badge.title = judgement[2];
     head.appendChild(badge);
   }
 
@@ -333,25 +501,56 @@ async function loadPassage() {
 
 // --- dataset queries -------------------------------------------------------------------------
 
+const QUERY_PAGE = 200; // queries listed at a time; the rest by ‹ ›, or found by a part of their id or mention
+let queriesAsked = 0; // answers to an older request of the list (the filter typed on) are dropped
+
 async function loadQueries() {
   const split = $("dataset-split").value;
-  const select = $("dataset-query");
-  select.textContent = "";
+  const contains = $("query-filter").value.trim();
+  const offset = state.queries.offset;
+  const params = new URLSearchParams({ split, offset, limit: QUERY_PAGE });
+  if (contains) params.set("contains", contains);
+  const asked = ++queriesAsked;
+  let answer;
   try {
-    const answer = await api(`queries?split=${encodeURIComponent(split)}&limit=500`);
-    const blank = document.createElement("option");
-    blank.value = "";
-    blank.textContent = `— ${answer.total} queries —`;
-    select.appendChild(blank);
-    for (const query of answer.queries) {
-      const option = document.createElement("option");
-      option.value = query.id;
-      option.textContent = `${query.id}: ${query.mention}`;
-      select.appendChild(option);
-    }
+    answer = await api(`queries?${params}`);
   } catch (error) {
     showError(error);
+    return;
   }
+  if (asked !== queriesAsked) return;
+  const select = $("dataset-query");
+  select.textContent = "";
+  const blank = document.createElement("option");
+  blank.value = "";
+  blank.textContent = answer.queries.length ? "— pick a query —" : "— none —";
+  select.appendChild(blank);
+  for (const query of answer.queries) {
+    const option = document.createElement("option");
+    option.value = query.id;
+    option.textContent = `${query.id}: ${query.mention}`;
+    select.appendChild(option);
+  }
+  const number = (n) => n.toLocaleString("en-US");
+  const first = answer.offset + 1;
+  const last = answer.offset + answer.queries.length;
+  let count;
+  if (contains) {
+    count = answer.matching
+      ? `${number(first)}–${number(last)} of the ${number(answer.matching)} queries matching “${contains}”`
+      : `no query matches “${contains}”`;
+    count += ` (${number(answer.total)} in ${answer.split})`;
+  } else {
+    count = answer.total ? `${number(first)}–${number(last)} of ${number(answer.total)} queries` : "no queries";
+  }
+  $("query-count").textContent = count;
+  $("queries-previous").disabled = answer.offset === 0;
+  $("queries-next").disabled = last >= answer.matching;
+}
+
+function pageQueries(step) {
+  state.queries.offset = Math.max(0, state.queries.offset + step * QUERY_PAGE);
+  loadQueries();
 }
 
 // --- start-up ----------------------------------------------------------------------------------
@@ -382,6 +581,8 @@ async function start() {
   const defaults = info.defaults;
   const reader = info.reader ? ` · reader ${info.reader.model || info.reader}` : "";
   $("server-info").textContent = `index ${info.index} · retrievers ${info.retrievers.join(", ")}${reader}`;
+  $("legend-span").hidden = !info.reader;
+  $("legend-gold").hidden = !info.dataset;
   fillSelect($("retriever"), info.retrievers, defaults.retriever);
   fillSelect($("query-format"), info.query_formats, defaults.query_format);
   $("k").max = info.limits.max_k;
@@ -394,8 +595,10 @@ async function start() {
   if (info.dataset) {
     $("dataset-row").hidden = false;
     fillSelect($("dataset-split"), info.dataset_splits, info.dataset_splits.includes("test") ? "test" : undefined);
+    state.queries.offset = 0;
     await loadQueries();
   }
+  await openAddress();
 }
 
 function bind() {
@@ -424,12 +627,29 @@ function bind() {
   $("qid").addEventListener("keydown", (event) => {
     if (event.key === "Enter") openQuery($("qid").value.trim());
   });
-  $("dataset-split").addEventListener("change", loadQueries);
+  $("dataset-split").addEventListener("change", () => {
+    state.queries.offset = 0;
+    loadQueries();
+  });
+  let typing = null;
+  $("query-filter").addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      state.queries.offset = 0;
+      loadQueries();
+    }, 250);
+  });
+  $("queries-previous").addEventListener("click", () => pageQueries(-1));
+  $("queries-next").addEventListener("click", () => pageQueries(1));
   $("dataset-query").addEventListener("change", () => {
     const qid = $("dataset-query").value;
     $("qid").value = qid;
     openQuery(qid);
   });
+  $("previous-page").addEventListener("click", () => page(-1));
+  $("next-page").addEventListener("click", () => page(1));
+  window.addEventListener("popstate", openAddress);
+  window.addEventListener("hashchange", openAddress);
   $("api-key").value = state.apiKey;
   $("api-key-save").addEventListener("click", () => {
     state.apiKey = $("api-key").value;
