@@ -299,7 +299,10 @@ def test_training_lowers_the_loss_and_saves_an_encoder_with_the_dev_threshold(ti
     assert record["counts"]["dev_mentions"] == 5
     card = (out / "README.md").read_text()
     assert "corefsearch mention encoder" in card and f"τ = {summary.threshold:g}" in card
-    assert "--method encoder --model" in card
+    assert "--method encoder --model model " in card and str(tmp_path) not in card and str(dataset) not in card
+    assert "| scope | topic |" in card and "| hard_negatives_k | 3 |" in card  # dev clusters; negatives drawn
+    assert "max_positives_per_cluster" not in card  # 2-mention clusters: 1 pair each, far under the cap
+    assert record["counts"]["positive_pairs"] == record["counts"]["coreferent_pairs"] == 4
     # The trained folder drives the cluster command with its own τ.
     result = cli("cluster", dataset, "--out", tmp_path / "c.jsonl", "--method", "encoder", "--model", out,
                  "--split", "dev", "--device", "cpu")

@@ -291,17 +291,46 @@ def test_a_resumed_retriever_has_a_model_card_with_its_options_and_dev_curve(tin
     meta = front_matter(card)
     assert meta["library_name"] == "sentence-transformers" and "corefsearch" in meta["tags"]
     assert "base_model" not in meta  # a local folder: no hub id to link
-    assert str(tiny_base) in card
+    assert f"| base_model | {tiny_base.name} |" in card and str(tiny_base) not in card
     assert "| lr | 0.0003 |" in card and "| pooling | mean |" in card and "| max_steps | 2 |" in card
     curve = json.loads((out / "dev_curve.json").read_text())
     assert [e["epoch"] for e in curve] == [0, 1]
     for entry in curve:
         assert f"{entry['MRR@10']:.4f}" in card and f"{entry['R@100']:.4f}" in card
     assert "1 (kept)" in card
-    assert f"corefsearch index DATASET --out INDEX --dense --encoder {out}" in card
+    assert "corefsearch index DATASET --out INDEX --dense --encoder retriever" in card
     # A trained encoder folder is a sentence-transformers model.
     vectors = SentenceTransformer(str(out / "passage_encoder"), device="cpu").encode([("Title", "Text.")])
     assert vectors.shape == (1, 32)
+
+
+def test_a_retriever_card_names_no_path_of_the_training_machine_nor_options_without_effect(
+        tiny_base: Path, tiny_dataset: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from huggingface_hub import ModelCard
+
+    from corefsearch.dense.train import train_retriever
+
+    out = (tmp_path / "runs" / "ecb-retriever").resolve()
+    assert out.is_absolute() and tiny_dataset.is_absolute() and tiny_base.is_absolute()
+    # The defaults' 20 hard negatives and 500 dev queries: without --index and with 2 dev events, neither applies.
+    args = replace(test_dense_train.tiny_args(tiny_base), epochs=1, max_steps=1, hard_negatives=20,
+                   dev_max_queries=500)
+    train_retriever(tiny_dataset, out, args, log=lambda _: None)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    for path in (out, tmp_path, tiny_dataset, tiny_base, tmp_path_factory.getbasetemp()):
+        assert str(path) not in card
+    assert "hard_negatives" not in card and "BM25 hard negatives" not in card and "dev_max_queries" not in card
+    assert "positives_per_query" not in card  # no limit
+    assert "| max_steps | 1 |" in card  # it cut the epoch short
+    assert "--encoder ecb-retriever" in card and 'SentenceTransformer("ecb-retriever/query_encoder")' in card
+    assert f"Dataset: `{tiny_dataset.name}`" in card
+    loaded = ModelCard.load(out / "README.md")
+    assert loaded.data.library_name == "sentence-transformers" and loaded.data.pipeline_tag == "sentence-similarity"
+    assert loaded.data.datasets == [tiny_dataset.name]
+    assert loaded.data.license == "unknown"  # the tiny base has no model card to take it from
+    assert loaded.data.base_model is None and "corefsearch" in loaded.data.tags
+    # The metadata ModelCard read back is the whole front matter (nothing it would drop or refuse).
+    assert loaded.data.to_dict() == front_matter(card)
 
 
 def test_a_trained_reader_has_a_model_card_with_its_options_and_dev_curve(tiny_base: Path, tiny_dataset: Path,
@@ -319,7 +348,8 @@ def test_a_trained_reader_has_a_model_card_with_its_options_and_dev_curve(tiny_b
     assert len(curve) == 2
     for entry in curve:
         assert f"{entry['MRR@10']:.4f}" in card
-    assert f"--reader {out}" in card and str(tiny_run) in card
+    assert "--reader reader" in card and f"the run `{tiny_run.name}`" in card and str(tiny_run) not in card
+    assert "| hidden | 16 |" in card  # the integrated head's
 
 
 def test_model_card_names_the_default_base_model_for_the_hub() -> None:
@@ -331,5 +361,7 @@ def test_model_card_names_the_default_base_model_for_the_hub() -> None:
                                                                      "input": "ECB+"}}})
     meta = front_matter(card)
     assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta["license"] == "apache-2.0"  # from the bundled copy's own model card
+    assert meta["datasets"] == ["ecb"] and "/data/ecb" not in card
     assert "format ecbplus, mention_type event" in card and "sentence passages" in card
     assert "No dev queries" in card

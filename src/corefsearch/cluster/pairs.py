@@ -58,6 +58,15 @@ def positive_pairs(mention_ids: Sequence[str], cap: int, rng: random.Random) -> 
     return [(ids[i], ids[j]) for i, j in sorted(chosen)]
 
 
+def coreferent_pairs(cluster_ids: Sequence[str]) -> int:
+    """How many coreferent pairs mentions of these clusters make (one cluster id per mention): the
+    positives :func:`training_pairs` would draw without a cap."""
+    sizes: dict[str, int] = {}
+    for cluster_id in cluster_ids:
+        sizes[cluster_id] = sizes.get(cluster_id, 0) + 1
+    return sum(m * (m - 1) // 2 for m in sizes.values())
+
+
 def training_pairs(clusters: Mapping[str, Sequence[str]], topics: Mapping[str, str | None] | None = None,
                    neighbours: Mapping[str, Sequence[str]] | None = None, negatives_per_positive: float = 3.0,
                    max_positives_per_cluster: int = 200, hard_fraction: float = 0.5, seed: int = 0

@@ -40,7 +40,7 @@ from corefsearch import __version__
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
-from corefsearch.cluster.pairs import MentionPair, training_pairs
+from corefsearch.cluster.pairs import MentionPair, coreferent_pairs, training_pairs
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
@@ -365,6 +365,8 @@ class ClustererTask(TrainingTask):
         self.encoder.config.threshold = self.saved_threshold
         record = {**self.record, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   "counts": {"train_mentions": len(self.records), "train_pairs": len(self.pairs),
+                             "positive_pairs": sum(p.label for p in self.pairs),
+                             "coreferent_pairs": coreferent_pairs([r.cluster_id for r in self.records.values()]),
                              "dev_mentions": len(self.dev.records) if self.dev else 0,
                              "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
                   "best_epoch": result.best_epoch, "threshold": self.saved_threshold,

@@ -312,6 +312,7 @@ class RetrieverTask(TrainingTask):
         record = {**self.record,
                   "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   "counts": {"train_queries": len(self.train_queries),
+                             "relevant_pairs": examples_per_epoch(self.train_queries, self.relevant, None),
                              "queries_with_hard_negatives": sum(1 for pids in self.hard_negatives.values() if pids),
                              "examples_per_epoch": examples_per_epoch(self.train_queries, self.relevant,
                                                                       self.args.positives_per_query),
