@@ -155,7 +155,7 @@ def serve_command(
         help="Require this key in the X-API-Key header of every API call (env: COREFSEARCH_API_KEY).")] = None,
     search_threads: Annotated[int, typer.Option(
         help="Searches answered at a time (the thread pool of the model work); more wait their turn.")] = 2,
-    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for.")] = 100,
+    max_k: Annotated[int, typer.Option(help="Largest k a request may ask for (offset + k, with paging).")] = 100,
     max_rerank_k: Annotated[int, typer.Option(help="Largest rerank_k a request may ask for.")] = 200,
     max_context: Annotated[int, typer.Option(help="Longest context a request may send (characters).")] = 20_000,
     max_body: Annotated[int, typer.Option(help="Largest request body (bytes).")] = 65_536,
