@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv
 
-ruff check src tests bench
+ruff check src tests bench scripts
 python -m pytest -q "$@"
