@@ -136,3 +136,12 @@ def search_setup(retrievers: list[str], *, query_format: str, rm3: bool, rocchio
                        retrieval_options(retrievers[0], encoder, fusion, alpha, device, backend, ef_search, nprobe,
                                          dense),
                        reader_options(reader, rerank_k, device, rerank_fusion, backend, dense))
+
+
+def search_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The options of :func:`search_setup` among a command's parameters (``locals()`` of search, query or
+    serve, which all declare them); ``threads`` only where the command has it (search), else 1."""
+    import inspect
+
+    names = [name for name in inspect.signature(search_setup).parameters if name != "retrievers"]
+    return {name: given.get(name, 1) if name == "threads" else given[name] for name in names}

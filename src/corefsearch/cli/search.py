@@ -33,6 +33,7 @@ from corefsearch.cli.options import (
     RocchioOption,
     SearchEncoderOption,
     ray_options,
+    search_options,
     search_setup,
 )
 from corefsearch.cli.report import print_search_summary
@@ -76,10 +77,7 @@ def search_command(
     With --reader and --ray, the re-ranking runs on a Ray cluster."""
     from corefsearch.pipeline import search_to_run
 
-    setup = search_setup([retriever], query_format=query_format, rm3=rm3, rocchio=rocchio, fields=fields,
-                         threads=threads, encoder=encoder, fusion=fusion, alpha=alpha, device=device, reader=reader,
-                         rerank_k=rerank_k, backend=backend, rerank_fusion=rerank_fusion, ef_search=ef_search,
-                         nprobe=nprobe)
+    setup = search_setup([retriever], **search_options(locals()))
     summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
                             reader=setup.reader, spans_out=spans_out, save_topics=save_topics,
                             ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
@@ -127,10 +125,7 @@ def query_command(
     from corefsearch.cli.report import print_adhoc_result
     from corefsearch.pipeline import adhoc_query
 
-    setup = search_setup([retriever], query_format=query_format, rm3=rm3, rocchio=rocchio, fields=fields,
-                         threads=1, encoder=encoder, fusion=fusion, alpha=alpha, device=device, reader=reader,
-                         rerank_k=rerank_k, backend=backend, rerank_fusion=rerank_fusion, ef_search=ef_search,
-                         nprobe=nprobe)
+    setup = search_setup([retriever], **search_options(locals()))
     result = adhoc_query(index, mention, context, occurrence, k=k, options=setup.bm25, retrieval=setup.retrieval,
                          reader=setup.reader, dataset=dataset, qid=qid)
     if as_json:
@@ -192,10 +187,7 @@ def serve_command(
     limits = Limits(max_body_bytes=max_body, max_context_chars=max_context, max_k=max_k, max_rerank_k=max_rerank_k)
     limits.validate()
     started = time.perf_counter()
-    setup = search_setup(names, query_format=query_format, rm3=rm3, rocchio=rocchio, fields=fields, threads=1,
-                         encoder=encoder, fusion=fusion, alpha=alpha, device=device, reader=reader,
-                         rerank_k=rerank_k, backend=backend, rerank_fusion=rerank_fusion, ef_search=ef_search,
-                         nprobe=nprobe)
+    setup = search_setup(names, **search_options(locals()))
     engine = SearchEngine.open(index, options=setup.bm25, retrieval=setup.retrieval, reader=setup.reader,
                                dataset=dataset, retrievers=names)
     loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
