@@ -60,7 +60,7 @@ from corefsearch.progress import track
 from corefsearch.schema import Passage, safe_id
 
 if TYPE_CHECKING:
-    from corefsearch.datasets.build import BuildOptions, _DatasetWriter
+    from corefsearch.datasets.build import BuildOptions, DatasetWriter
     from corefsearch.dense.model import BiEncoder
 
 
@@ -168,11 +168,11 @@ def _documents(corpus: Path, options: BuildOptions, fixed: bool) -> Iterator[Any
                         split_by="corpus" if fixed else "clusters", require_mentions=False)
 
 
-def _old_state(dataset: Dataset, writer: _DatasetWriter) -> tuple[set[str], int]:
+def _old_state(dataset: Dataset, writer: DatasetWriter) -> tuple[set[str], int]:
     """Load into ``writer`` what build knew of the dataset's passages and mentions: their ids and
     the mention table, read back from the passages (each mention lies in one passage, its own, in
     sentence and document passages). Returns the document ids and the number of passages."""
-    from corefsearch.datasets.build import _MentionRef
+    from corefsearch.datasets.build import MentionRef
 
     doc_ids: set[str] = set()
     count = 0
@@ -188,9 +188,8 @@ def _old_state(dataset: Dataset, writer: _DatasetWriter) -> tuple[set[str], int]
                                  f"{seen_in[m.mention_id]} and {passage.id}; `corefsearch add` needs a dataset whose "
                                  "mentions each lie in one passage (rebuild it with `corefsearch build-dataset`)")
             seen_in[m.mention_id] = passage.id
-            writer.mention_ids.add(m.mention_id)
-            writer.mentions.append(_MentionRef(m.mention_id, m.cluster_id, m.type, passage.id, m.start, m.end,
-                                               passage.split, [passage.id]))
+            writer.note_mention(MentionRef(m.mention_id, m.cluster_id, m.type, passage.id, m.start, m.end,
+                                           passage.split, [passage.id]))
     return doc_ids, count
 
 
@@ -225,7 +224,7 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
         raise InputError(f"{dataset.passages_path} changed since the dataset was built (its checksum is not the "
                          "manifest's); rebuild the dataset with `corefsearch build-dataset`")
     shutil.copyfile(dataset.passages_path, staged / "passages.jsonl")
-    writer = build._DatasetWriter(staged, options, append=True)
+    writer = build.DatasetWriter(staged, options, append=True)
     try:
         doc_ids, old_count = _old_state(dataset, writer)
         old_mentions = len(writer.mentions)
@@ -260,9 +259,9 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
     # Split by clusters: the clusters the dataset has keep their split (see the module doc).
     old_splits = {str(record["cluster_id"]): str(record["split"])
                   for _, record in read_jsonl(dataset.root / "clusters.jsonl")}
-    build._write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
-    build._check_splits(new, options, writer.fixed_splits, str(corpus))
-    build._write_manifest(staged, options, new)
+    build.write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
+    build.check_splits(new, options, writer.fixed_splits, str(corpus))
+    build.write_manifest(staged, options, new)
 
     manifest = json.loads((staged / "manifest.json").read_text(encoding="utf-8"))
     manifest["created"] = dataset.manifest.get("created", manifest["created"])
@@ -315,7 +314,7 @@ def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path
     # The indexing of build_lucene_index, in Anserini's append mode.
     main_dir, fields_dir = staged / "index", staged / lucene.FIELDS_DIR
     with_fields = bool(manifest.get("options", {}).get("fields")) or (fields_dir.exists())
-    stats = lucene._FieldStats()
+    stats = lucene.FieldStats()
     count = lucene.index_passages(_new_passages(passages_path, old_count), main_dir,
                                   fields_dir if with_fields else None, threads=threads, append=True,
                                   where=str(passages_path), stats=stats)
