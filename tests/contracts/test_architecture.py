@@ -13,7 +13,6 @@ inside functions too; only those under ``if TYPE_CHECKING:`` are left out, since
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
