@@ -333,7 +333,7 @@ def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path
 
 def _dense_model(index: Path, encoder: str | BiEncoder | None, device: str) -> BiEncoder:
     """The encoder the dense index was built with (or ``encoder``, if it encodes passages the same way)."""
-    from corefsearch.dense.indexing import load_dense_manifest, load_encoder
+    from corefsearch.dense.store import load_dense_manifest, load_encoder
 
     recorded = load_dense_manifest(index)["encoder"]
     model = load_encoder(encoder if encoder is not None else recorded["reference"], device)
@@ -350,7 +350,8 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
     import numpy as np
 
     from corefsearch.dense import faiss_index
-    from corefsearch.dense import indexing as dense
+    from corefsearch.dense import store as dense
+    from corefsearch.dense.chunks import CHUNK_SIZE, encode_chunk, link_pyserini_names
 
     folder = index / dense.DENSE_DIR
     manifest = dense.load_dense_manifest(index)
@@ -372,10 +373,9 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
     with (staged / dense.IDS_FILE).open("a", encoding="utf-8") as ids_handle:
         passages = _new_passages(passages_path, old_count)
         # The chunks of build_dense_index: only one chunk's texts and vectors in memory.
-        while chunk := list(islice(passages, dense.CHUNK_SIZE)):
+        while chunk := list(islice(passages, CHUNK_SIZE)):
             vectors = None
-            for item in dense._encode_chunk(model, [p.title for p in chunk], [p.text for p in chunk], batch_size,
-                                            timer):
+            for item in encode_chunk(model, [p.title for p in chunk], [p.text for p in chunk], batch_size, timer):
                 if not isinstance(item, int):
                     vectors = item
             assert vectors is not None
@@ -383,7 +383,7 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
             ids_handle.writelines(f"{p.id}\n" for p in chunk)
             count += len(chunk)
     faiss_index.write_index(faiss, staged / dense.FAISS_FILE)
-    dense.link_pyserini_names(staged)
+    link_pyserini_names(staged)
     addition: dict[str, Any] = {"passages": count, "added": _now(), "encode_seconds": round(timer[0], 3)}
     if parameters.get("type") == "ivfpq":
         addition["note"] = "added with the quantiser trained at build time (not retrained)"
@@ -402,7 +402,7 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
     """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
     ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
     from corefsearch.datasets.dataset import check_built_from
-    from corefsearch.dense.indexing import DENSE_DIR
+    from corefsearch.dense.store import DENSE_DIR
     from corefsearch.sparse.index import LUCENE_DIR
 
     started = time.perf_counter()
@@ -430,7 +430,7 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
                 sha = load_lucene_manifest(index).get("passages_sha256")
                 rebuild = f"corefsearch index {dataset_dir} --out {index} --overwrite"
             else:
-                from corefsearch.dense.indexing import load_dense_manifest
+                from corefsearch.dense.store import load_dense_manifest
 
                 manifest = load_dense_manifest(index)
                 sha = manifest.get("passages_sha256")

@@ -242,7 +242,7 @@ def _ray(address: str | None, workers: int | None, cpus: float | None) -> Any:
             raise CorefSearchError("--ray-workers and --ray-cpus-per-worker size the Ray workers: "
                                    "add --ray auto|ADDRESS")
         return None
-    from corefsearch.distributed import RayOptions
+    from corefsearch.distributed.session import RayOptions
 
     options = RayOptions(address, workers, 1.0 if cpus is None else cpus)
     options.validate()

@@ -37,7 +37,7 @@ class DenseIndexOptions:
     device: str = "auto"
     chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
     backend: str = "torch"  # the passage encoder's runtime: torch | onnx | onnx-int8 (`corefsearch export-onnx`)
-    ray: Any = None  # corefsearch.distributed.RayOptions: encode on a Ray cluster (`--ray`)
+    ray: Any = None  # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
 
     def validate(self) -> None:
         """Every option checked before any work (the dense index builder checks them again)."""
@@ -88,7 +88,7 @@ def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None 
         raise InputError("--dense needs --encoder: a retriever folder from `corefsearch train retriever`, "
                          "a Hugging Face model name or folder, or `default` (all-MiniLM-L6-v2, zero-shot)")
     if dense.ray is not None:
-        from corefsearch.distributed import build_dense_index_on_ray
+        from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
 
         return build_dense_index_on_ray(dataset_dir, out, dense.encoder, dense.ray, faiss_type=dense.faiss_type,
                                         batch_size=dense.batch_size, device=dense.device, overwrite=overwrite,
@@ -151,7 +151,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
     ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25
     query strings as a Pyserini topics file (``qid<TAB>query``). ``ray``
-    (``corefsearch.distributed.RayOptions``): the re-ranking runs on a Ray cluster, with the
+    (``corefsearch.distributed.session.RayOptions``): the re-ranking runs on a Ray cluster, with the
     same run and spans."""
     options, retrieval = _checked_options(options, retrieval, k)
     if ray is not None:
@@ -202,7 +202,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         fusion, fusion_from_model = reader.fusion_for(reader_config)
         workers = None
         if ray is not None:
-            from corefsearch.distributed import rerank_on_ray
+            from corefsearch.distributed.reranking import rerank_on_ray
 
             pairs, workers = rerank_on_ray(reader, retrieved, texts, fusion, ray)
         else:

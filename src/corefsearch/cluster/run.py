@@ -49,7 +49,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
     (``threshold``, default the model's), ``k`` neighbours of the corpus scope's kNN graph (default 50),
     the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``ray``
-    (``corefsearch.distributed.RayOptions``): the mentions are encoded on a Ray cluster, to the same vectors."""
+    (``corefsearch.distributed.session.RayOptions``): the mentions are encoded on a Ray cluster, to the same vectors."""
     started = time.perf_counter()
     if method not in ALL_METHODS:
         raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
@@ -127,7 +127,7 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
         raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")
     started = time.perf_counter()
     if ray is not None:
-        from corefsearch.distributed import encode_mentions_on_ray
+        from corefsearch.distributed.mention_encoding import encode_mentions_on_ray
 
         vectors = encode_mentions_on_ray(encoder, model, records, batch_size, device, ray)
     else:
