@@ -1,6 +1,8 @@
 """Search end to end: queries in, TREC run out (``search``), or one ad-hoc mention (``query``),
-with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``); and the
-``index`` command's choice between the Lucene and the dense index.
+with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``); the
+``index`` command's choice between the Lucene and the dense index; and the ``cluster`` command's
+choice of where the mentions are encoded (here, or on a Ray cluster). The Ray paths are
+``corefsearch.distributed``'s adapters, chosen here so that the wings never import that stage.
 
 Orchestration only: the retrievers are opened by ``corefsearch.retriever``, ad-hoc questions are
 answered by ``corefsearch.engine.SearchEngine``, re-ranking is ``corefsearch.reader.rerank``,
@@ -11,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.engine import AdhocResult, SearchEngine, query_of
@@ -23,6 +25,9 @@ from corefsearch.retriever import IndexManifests, RetrievalOptions, Retriever, o
 from corefsearch.run_writer import RunWriter, spans_path_for
 from corefsearch.schema import Query
 from corefsearch.sparse.search import BM25Options, save_topics_file
+
+if TYPE_CHECKING:
+    from corefsearch.cluster.run import ClusterSummary
 
 
 @dataclass
@@ -274,3 +279,17 @@ def adhoc_query(index: Path, mention: str | None = None, context: str | None = N
     query, occurrences, found = query_of(mention, context, occurrence, None, None, dataset, qid)
     engine = SearchEngine.open(index, options, retrieval, reader, dataset)
     return engine.answer(query, occurrences, found, k)
+
+
+def cluster_dataset(dataset: Path, out: Path, ray: Any = None, **options: Any) -> ClusterSummary:
+    """``corefsearch cluster``: :func:`corefsearch.cluster.run.cluster_dataset` (``options``: its
+    parameters), with the mentions of ``--method encoder`` encoded on a Ray cluster when ``ray``
+    (``corefsearch.distributed.session.RayOptions``) is given, to the same vectors."""
+    from corefsearch.cluster.run import cluster_dataset as cluster_here
+
+    encoding = None
+    if ray is not None:
+        from corefsearch.distributed.mention_encoding import RayMentionEncoding
+
+        encoding = RayMentionEncoding(ray)
+    return cluster_here(dataset, out, encoding=encoding, **options)

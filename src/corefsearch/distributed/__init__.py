@@ -32,6 +32,7 @@ shards of ``--shard I/N`` and merges those as ``--merge-shards`` does.
 ``reranking``: ``search --reader --ray``, :func:`~reranking.rerank_on_ray`: blocks of queries
 re-ranked by actors that loaded the reader once.
 
-``mention_encoding``: ``cluster --method encoder --ray``, :func:`~mention_encoding.encode_mentions_on_ray`:
-blocks of batches of tokenised mentions encoded by actors that loaded the encoder once.
+``mention_encoding``: ``cluster --method encoder --ray``: :class:`~mention_encoding.RayMentionEncoding`,
+the strategy the cluster wing's ``cluster_dataset`` takes to encode its mentions on the cluster
+(:func:`~mention_encoding.encode_mentions_on_ray`).
 """

@@ -2,12 +2,14 @@
 
 The driver tokenises and batches the mentions (``MentionEncoder.plan``); contiguous blocks of
 batches go to actors that loaded the encoder once, and the vectors are put back in the mentions'
-order.
+order. The cluster wing does not know of Ray: ``cluster.run.cluster_dataset`` takes a
+``MentionEncoding`` strategy, and :class:`RayMentionEncoding` is this one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,3 +70,19 @@ def encode_mentions_on_ray(encoder: MentionEncoder, folder: Path, records: Seque
     encoder.last_unique_inputs = len(plan.inputs)
     return plan.assemble(outputs, encoder.dimension)
 
+
+@dataclass
+class RayMentionEncoding:
+    """The ``MentionEncoding`` of ``cluster --method encoder --ray`` (see
+    ``corefsearch.cluster.run.cluster_dataset``): the mentions encoded on the Ray cluster of
+    ``options``, to the vectors the local path gives."""
+
+    options: RayOptions
+    option: str = "--ray"  # what errors name
+
+    def validate(self) -> None:
+        self.options.validate()
+
+    def encode(self, encoder: MentionEncoder, folder: Path, records: Sequence[MentionRecord], batch_size: int,
+               device: str) -> np.ndarray:
+        return encode_mentions_on_ray(encoder, folder, records, batch_size, device, self.options)
