@@ -62,11 +62,10 @@ class DenseIndexOptions:
             raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {self.merge_shards}")
         if self.shard is not None:
             parse_shard(self.shard)
-        if self.ray is not None:
-            self.ray.validate()
-            if self.shard is not None or self.merge_shards is not None:
-                raise InputError("--ray encodes every shard on the cluster and merges them: leave out --shard and "
-                                 "--merge-shards")
+        # --ray's own options are checked by build_dense_index_on_ray (and by the CLI that made them)
+        if self.ray is not None and (self.shard is not None or self.merge_shards is not None):
+            raise InputError("--ray encodes every shard on the cluster and merges them: leave out --shard and "
+                             "--merge-shards")
 
 
 def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None = None, threads: int = 2,

@@ -49,10 +49,10 @@ def encode_mentions_on_ray(encoder: MentionEncoder, folder: Path, records: Seque
                            batch_size: int, device: str, ray_options: RayOptions) -> np.ndarray:
     """``encoder.encode(records, batch_size)`` with the forward passes on the Ray cluster: the same
     plan (tokenised and batched here), contiguous blocks of its batches per call, the vectors put
-    back in the records' order."""
+    back in the records' order. ``ray_options`` were checked where they entered (``cluster_dataset``
+    validates its ``MentionEncoding``)."""
     from corefsearch.progress import track
 
-    ray_options.validate()
     plan = encoder.plan(records, batch_size)
     with ray_session(ray_options) as ray, worker_errors():
         from ray.util import ActorPool

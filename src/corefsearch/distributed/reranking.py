@@ -51,10 +51,10 @@ def rerank_on_ray(reader: ReaderOptions, retrieved: Sequence[tuple[Query, list[H
                   texts: dict[str, dict[str, Any]], fusion: str, ray_options: RayOptions
                   ) -> tuple[list[tuple[list[Any], list[Any]]], int]:
     """``rerank_hits`` of every query of ``retrieved``, in order, computed on the Ray cluster; and the
-    number of workers. Each block carries its queries, their top ``rerank_k`` hits and those texts."""
+    number of workers. Each block carries its queries, their top ``rerank_k`` hits and those texts.
+    ``ray_options`` were checked where they entered (``pipeline.search_to_run``)."""
     from corefsearch.progress import track
 
-    ray_options.validate()
     options = replace(reader, model=Path(reader.model).resolve())
     with ray_session(ray_options) as ray, worker_errors():
         from ray.util import ActorPool
