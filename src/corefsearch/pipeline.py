@@ -45,7 +45,9 @@ class DenseIndexOptions:
     ray: Any = None  # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
 
     def validate(self) -> None:
-        """Every option checked before any work (the dense index builder checks them again)."""
+        """Every option of the command checked before any work, before the output guard of the builder
+        that runs (which checks its own arguments too, being a library entry point as well); the Ray
+        options are ``build_dense_index_on_ray``'s to check."""
         from corefsearch.dense.faiss_index import check_faiss_type
         from corefsearch.dense.indexing import parse_shard
         from corefsearch.models import check_device
