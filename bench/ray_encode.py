@@ -102,8 +102,9 @@ def run_local(collection: Path, out: Path, args: argparse.Namespace, chunk: int)
 
 
 def run_ray(collection: Path, out: Path, args: argparse.Namespace, chunk: int) -> dict[str, float]:
-    from corefsearch.dense.indexing import load_dense_manifest
-    from corefsearch.distributed import RayOptions, build_dense_index_on_ray
+    from corefsearch.dense.store import load_dense_manifest
+    from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
+    from corefsearch.distributed.session import RayOptions
 
     started = time.perf_counter()
     summary = build_dense_index_on_ray(collection, out, args.encoder,

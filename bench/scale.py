@@ -37,7 +37,7 @@ peak resident memory of the whole process, the JVM included):
 Dense, at ``--dense-size`` passages (default the largest size; the collection of that size):
 
 - the encoder: a seeded sample of ``--sample`` real passages of that collection encoded by the bundled
-  all-MiniLM-L6-v2 (``corefsearch.dense.indexing.load_encoder("default")``, torch on the CPU,
+  all-MiniLM-L6-v2 (``corefsearch.dense.store.load_encoder("default")``, torch on the CPU,
   ``--threads`` threads, batches of 64, the index's passage length): its passages/s, and the projected
   hours for the whole collection; the sampled test queries encoded by its query encoder;
 - the vectors: ``--dense-size`` unit vectors made from the sample, row i = sample vector ``i mod S`` plus
@@ -418,7 +418,8 @@ def encode_child(dataset: Path, out: Path, sample: int, n_queries: int, threads:
     import torch
 
     from corefsearch.datasets.dataset import iter_passages
-    from corefsearch.dense.indexing import encoder_record, load_encoder, scan_passages
+    from corefsearch.dense.chunks import encoder_record, scan_passages
+    from corefsearch.dense.store import load_encoder
 
     torch.set_num_threads(threads)
     _, count = scan_passages(dataset / "passages.jsonl")
@@ -451,7 +452,8 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
 
     from corefsearch.artefacts import versions
     from corefsearch.datasets.dataset import iter_passages
-    from corefsearch.dense.indexing import SHARD_KIND, scan_passages
+    from corefsearch.dense.chunks import scan_passages
+    from corefsearch.dense.store import SHARD_KIND
 
     sha, count = scan_passages(dataset / "passages.jsonl")
     if count != size:

@@ -37,7 +37,6 @@ puts ``.NAME.old`` back.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import os
 import shutil
@@ -50,6 +49,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.artefacts import now
 from corefsearch.datasets.dataset import Dataset, iter_passages
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import check_no_overlap, output_locks
@@ -60,7 +60,7 @@ from corefsearch.progress import track
 from corefsearch.schema import Passage, safe_id
 
 if TYPE_CHECKING:
-    from corefsearch.datasets.build import BuildOptions, _DatasetWriter
+    from corefsearch.datasets.build import BuildOptions, DatasetWriter
     from corefsearch.dense.model import BiEncoder
 
 
@@ -77,10 +77,6 @@ class AddSummary:
     new_clusters: int = 0
     indexes: list[str] = field(default_factory=list)  # what was appended to, e.g. "INDEX/lucene (+12)"
     seconds: float = 0.0
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _staging_dir(target: Path) -> Path:
@@ -168,11 +164,11 @@ def _documents(corpus: Path, options: BuildOptions, fixed: bool) -> Iterator[Any
                         split_by="corpus" if fixed else "clusters", require_mentions=False)
 
 
-def _old_state(dataset: Dataset, writer: _DatasetWriter) -> tuple[set[str], int]:
+def _old_state(dataset: Dataset, writer: DatasetWriter) -> tuple[set[str], int]:
     """Load into ``writer`` what build knew of the dataset's passages and mentions: their ids and
     the mention table, read back from the passages (each mention lies in one passage, its own, in
     sentence and document passages). Returns the document ids and the number of passages."""
-    from corefsearch.datasets.build import _MentionRef
+    from corefsearch.datasets.build import MentionRef
 
     doc_ids: set[str] = set()
     count = 0
@@ -188,9 +184,8 @@ def _old_state(dataset: Dataset, writer: _DatasetWriter) -> tuple[set[str], int]
                                  f"{seen_in[m.mention_id]} and {passage.id}; `corefsearch add` needs a dataset whose "
                                  "mentions each lie in one passage (rebuild it with `corefsearch build-dataset`)")
             seen_in[m.mention_id] = passage.id
-            writer.mention_ids.add(m.mention_id)
-            writer.mentions.append(_MentionRef(m.mention_id, m.cluster_id, m.type, passage.id, m.start, m.end,
-                                               passage.split, [passage.id]))
+            writer.note_mention(MentionRef(m.mention_id, m.cluster_id, m.type, passage.id, m.start, m.end,
+                                           passage.split, [passage.id]))
     return doc_ids, count
 
 
@@ -225,7 +220,7 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
         raise InputError(f"{dataset.passages_path} changed since the dataset was built (its checksum is not the "
                          "manifest's); rebuild the dataset with `corefsearch build-dataset`")
     shutil.copyfile(dataset.passages_path, staged / "passages.jsonl")
-    writer = build._DatasetWriter(staged, options, append=True)
+    writer = build.DatasetWriter(staged, options, append=True)
     try:
         doc_ids, old_count = _old_state(dataset, writer)
         old_mentions = len(writer.mentions)
@@ -260,13 +255,13 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
     # Split by clusters: the clusters the dataset has keep their split (see the module doc).
     old_splits = {str(record["cluster_id"]): str(record["split"])
                   for _, record in read_jsonl(dataset.root / "clusters.jsonl")}
-    build._write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
-    build._check_splits(new, options, writer.fixed_splits, str(corpus))
-    build._write_manifest(staged, options, new)
+    build.write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
+    build.check_splits(new, options, writer.fixed_splits, str(corpus))
+    build.write_manifest(staged, options, new)
 
     manifest = json.loads((staged / "manifest.json").read_text(encoding="utf-8"))
     manifest["created"] = dataset.manifest.get("created", manifest["created"])
-    manifest["updated"] = _now()
+    manifest["updated"] = now()
     manifest["additions"] = [*dataset.manifest.get("additions", []),
                              {"corpus": str(Path(corpus).resolve()), "added": manifest["updated"],
                               "documents": summary.documents, "passages": summary.passages,
@@ -315,13 +310,13 @@ def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path
     # The indexing of build_lucene_index, in Anserini's append mode.
     main_dir, fields_dir = staged / "index", staged / lucene.FIELDS_DIR
     with_fields = bool(manifest.get("options", {}).get("fields")) or (fields_dir.exists())
-    stats = lucene._FieldStats()
+    stats = lucene.FieldStats()
     count = lucene.index_passages(_new_passages(passages_path, old_count), main_dir,
                                   fields_dir if with_fields else None, threads=threads, append=True,
                                   where=str(passages_path), stats=stats)
     total = int(manifest.get("passages", 0)) + count
-    manifest.update({"passages_sha256": sha256_file(passages_path), "passages": total, "updated": _now(),
-                     "additions": [*manifest.get("additions", []), {"passages": count, "added": _now()}]})
+    manifest.update({"passages_sha256": sha256_file(passages_path), "passages": total, "updated": now(),
+                     "additions": [*manifest.get("additions", []), {"passages": count, "added": now()}]})
     if with_fields and "document_field" in manifest:
         manifest["document_field"]["truncated_passages"] += stats.truncated_passages
         manifest["document_field"]["truncated_documents"] += stats.truncated_documents
@@ -334,7 +329,7 @@ def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path
 
 def _dense_model(index: Path, encoder: str | BiEncoder | None, device: str) -> BiEncoder:
     """The encoder the dense index was built with (or ``encoder``, if it encodes passages the same way)."""
-    from corefsearch.dense.indexing import load_dense_manifest, load_encoder
+    from corefsearch.dense.store import load_dense_manifest, load_encoder
 
     recorded = load_dense_manifest(index)["encoder"]
     model = load_encoder(encoder if encoder is not None else recorded["reference"], device)
@@ -351,7 +346,8 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
     import numpy as np
 
     from corefsearch.dense import faiss_index
-    from corefsearch.dense import indexing as dense
+    from corefsearch.dense import store as dense
+    from corefsearch.dense.chunks import CHUNK_SIZE, encode_chunk, link_pyserini_names
 
     folder = index / dense.DENSE_DIR
     manifest = dense.load_dense_manifest(index)
@@ -373,10 +369,9 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
     with (staged / dense.IDS_FILE).open("a", encoding="utf-8") as ids_handle:
         passages = _new_passages(passages_path, old_count)
         # The chunks of build_dense_index: only one chunk's texts and vectors in memory.
-        while chunk := list(islice(passages, dense.CHUNK_SIZE)):
+        while chunk := list(islice(passages, CHUNK_SIZE)):
             vectors = None
-            for item in dense._encode_chunk(model, [p.title for p in chunk], [p.text for p in chunk], batch_size,
-                                            timer):
+            for item in encode_chunk(model, [p.title for p in chunk], [p.text for p in chunk], batch_size, timer):
                 if not isinstance(item, int):
                     vectors = item
             assert vectors is not None
@@ -384,12 +379,12 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
             ids_handle.writelines(f"{p.id}\n" for p in chunk)
             count += len(chunk)
     faiss_index.write_index(faiss, staged / dense.FAISS_FILE)
-    dense.link_pyserini_names(staged)
-    addition: dict[str, Any] = {"passages": count, "added": _now(), "encode_seconds": round(timer[0], 3)}
+    link_pyserini_names(staged)
+    addition: dict[str, Any] = {"passages": count, "added": now(), "encode_seconds": round(timer[0], 3)}
     if parameters.get("type") == "ivfpq":
         addition["note"] = "added with the quantiser trained at build time (not retrained)"
     manifest.update({"passages_sha256": sha256_file(passages_path), "passages": old_count + count,
-                     "updated": _now(), "additions": [*manifest.get("additions", []), addition]})
+                     "updated": now(), "additions": [*manifest.get("additions", []), addition]})
     write_json(staged / dense.MANIFEST, manifest)
     return count
 
@@ -403,7 +398,7 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
     """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
     ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
     from corefsearch.datasets.dataset import check_built_from
-    from corefsearch.dense.indexing import DENSE_DIR
+    from corefsearch.dense.store import DENSE_DIR
     from corefsearch.sparse.index import LUCENE_DIR
 
     started = time.perf_counter()
@@ -431,7 +426,7 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
                 sha = load_lucene_manifest(index).get("passages_sha256")
                 rebuild = f"corefsearch index {dataset_dir} --out {index} --overwrite"
             else:
-                from corefsearch.dense.indexing import load_dense_manifest
+                from corefsearch.dense.store import load_dense_manifest
 
                 manifest = load_dense_manifest(index)
                 sha = manifest.get("passages_sha256")

@@ -1,6 +1,8 @@
 """Search end to end: queries in, TREC run out (``search``), or one ad-hoc mention (``query``),
-with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``); and the
-``index`` command's choice between the Lucene and the dense index.
+with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``); the
+``index`` command's choice between the Lucene and the dense index; and the ``cluster`` command's
+choice of where the mentions are encoded (here, or on a Ray cluster). The Ray paths are
+``corefsearch.distributed``'s adapters, chosen here so that the wings never import that stage.
 
 Orchestration only: the retrievers are opened by ``corefsearch.retriever``, ad-hoc questions are
 answered by ``corefsearch.engine.SearchEngine``, re-ranking is ``corefsearch.reader.rerank``,
@@ -11,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.engine import AdhocResult, SearchEngine, query_of
@@ -23,6 +25,9 @@ from corefsearch.retriever import IndexManifests, RetrievalOptions, Retriever, o
 from corefsearch.run_writer import RunWriter, spans_path_for
 from corefsearch.schema import Query
 from corefsearch.sparse.search import BM25Options, save_topics_file
+
+if TYPE_CHECKING:
+    from corefsearch.cluster.run import ClusterSummary
 
 
 @dataclass
@@ -37,10 +42,12 @@ class DenseIndexOptions:
     device: str = "auto"
     chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
     backend: str = "torch"  # the passage encoder's runtime: torch | onnx | onnx-int8 (`corefsearch export-onnx`)
-    ray: Any = None  # corefsearch.distributed.RayOptions: encode on a Ray cluster (`--ray`)
+    ray: Any = None  # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
 
     def validate(self) -> None:
-        """Every option checked before any work (the dense index builder checks them again)."""
+        """Every option of the command checked before any work, before the output guard of the builder
+        that runs (which checks its own arguments too, being a library entry point as well); the Ray
+        options are ``build_dense_index_on_ray``'s to check."""
         from corefsearch.dense.faiss_index import check_faiss_type
         from corefsearch.dense.indexing import parse_shard
         from corefsearch.models import check_device
@@ -57,11 +64,10 @@ class DenseIndexOptions:
             raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {self.merge_shards}")
         if self.shard is not None:
             parse_shard(self.shard)
-        if self.ray is not None:
-            self.ray.validate()
-            if self.shard is not None or self.merge_shards is not None:
-                raise InputError("--ray encodes every shard on the cluster and merges them: leave out --shard and "
-                                 "--merge-shards")
+        # --ray's own options are checked by build_dense_index_on_ray (and by the CLI that made them)
+        if self.ray is not None and (self.shard is not None or self.merge_shards is not None):
+            raise InputError("--ray encodes every shard on the cluster and merges them: leave out --shard and "
+                             "--merge-shards")
 
 
 def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None = None, threads: int = 2,
@@ -88,7 +94,7 @@ def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None 
         raise InputError("--dense needs --encoder: a retriever folder from `corefsearch train retriever`, "
                          "a Hugging Face model name or folder, or `default` (all-MiniLM-L6-v2, zero-shot)")
     if dense.ray is not None:
-        from corefsearch.distributed import build_dense_index_on_ray
+        from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
 
         return build_dense_index_on_ray(dataset_dir, out, dense.encoder, dense.ray, faiss_type=dense.faiss_type,
                                         batch_size=dense.batch_size, device=dense.device, overwrite=overwrite,
@@ -151,7 +157,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
     ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25
     query strings as a Pyserini topics file (``qid<TAB>query``). ``ray``
-    (``corefsearch.distributed.RayOptions``): the re-ranking runs on a Ray cluster, with the
+    (``corefsearch.distributed.session.RayOptions``): the re-ranking runs on a Ray cluster, with the
     same run and spans."""
     options, retrieval = _checked_options(options, retrieval, k)
     if ray is not None:
@@ -202,7 +208,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         fusion, fusion_from_model = reader.fusion_for(reader_config)
         workers = None
         if ray is not None:
-            from corefsearch.distributed import rerank_on_ray
+            from corefsearch.distributed.reranking import rerank_on_ray
 
             pairs, workers = rerank_on_ray(reader, retrieved, texts, fusion, ray)
         else:
@@ -274,3 +280,17 @@ def adhoc_query(index: Path, mention: str | None = None, context: str | None = N
     query, occurrences, found = query_of(mention, context, occurrence, None, None, dataset, qid)
     engine = SearchEngine.open(index, options, retrieval, reader, dataset)
     return engine.answer(query, occurrences, found, k)
+
+
+def cluster_dataset(dataset: Path, out: Path, ray: Any = None, **options: Any) -> ClusterSummary:
+    """``corefsearch cluster``: :func:`corefsearch.cluster.run.cluster_dataset` (``options``: its
+    parameters), with the mentions of ``--method encoder`` encoded on a Ray cluster when ``ray``
+    (``corefsearch.distributed.session.RayOptions``) is given, to the same vectors."""
+    from corefsearch.cluster.run import cluster_dataset as cluster_here
+
+    encoding = None
+    if ray is not None:
+        from corefsearch.distributed.mention_encoding import RayMentionEncoding
+
+        encoding = RayMentionEncoding(ray)
+    return cluster_here(dataset, out, encoding=encoding, **options)

@@ -115,7 +115,7 @@ class IndexManifests:
     def load(cls, index: Path, names: Sequence[str]) -> IndexManifests:
         """Fail before any work when an index one of the retrievers ``names`` needs is missing (and
         say what to run); a hybrid retriever names both indexes it needs."""
-        from corefsearch.dense.indexing import load_dense_manifest
+        from corefsearch.dense.store import load_dense_manifest
         from corefsearch.sparse.index import load_lucene_manifest
 
         manifests = cls(Path(index))

@@ -429,10 +429,11 @@ def test_add_to_ivfpq_keeps_trained_quantiser(tmp_path: Path, news_model: Path) 
     """IVF-PQ needs ~10k passages to train: a hand-made index of random vectors stands for the old ones."""
     import faiss
 
-    from corefsearch.dense import faiss_index, indexing
+    from corefsearch.dense import faiss_index, store
+    from corefsearch.dense.chunks import encoder_record
 
     n_old = faiss_index.IVFPQ_MIN_PASSAGES
-    model = indexing.load_encoder(str(news_model), "cpu")
+    model = store.load_encoder(str(news_model), "cpu")
     dimension = model.passage_encoder.dimension
     parameters = faiss_index.faiss_parameters("ivfpq", dimension, n_old)
     rng = np.random.default_rng(0)
@@ -443,8 +444,8 @@ def test_add_to_ivfpq_keeps_trained_quantiser(tmp_path: Path, news_model: Path) 
     folder.mkdir(parents=True)
     faiss_index.write_index(index, folder / "faiss.index")
     (folder / "ids.txt").write_text("".join(f"old-{i}\n" for i in range(n_old)))
-    manifest = {"kind": indexing.DENSE_KIND, "passages": n_old, "passages_sha256": "x", "faiss": parameters,
-                "encoder": indexing.encoder_record(model)}
+    manifest = {"kind": store.DENSE_KIND, "passages": n_old, "passages_sha256": "x", "faiss": parameters,
+                "encoder": encoder_record(model)}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     passages = tmp_path / "passages.jsonl"
     texts = [d["text"] for d in EXTRA_DOCUMENTS]

@@ -22,15 +22,10 @@ from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
 from corefsearch.dense import faiss_index, indexing
-from corefsearch.dense.indexing import (
-    build_dense_index,
-    check_dense_index_matches_dataset,
-    load_dense_manifest,
-    merge_dense_shards,
-    parse_shard,
-    shard_chunks,
-)
+from corefsearch.dense.chunks import shard_chunks
+from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
 from corefsearch.dense.search import DenseSearcher
+from corefsearch.dense.store import check_dense_index_matches_dataset, load_dense_manifest
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.fusion import FusionOptions, fuse, interpolation, reciprocal_rank_fusion
 from corefsearch.pipeline import search_to_run
@@ -245,7 +240,7 @@ class Interrupted(Exception):
 
 def test_interrupted_encoding_resumes(reference_index: Path, small_dataset: Path, tiny_model: Path,
                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    save_chunk = indexing._save_chunk
+    save_chunk = indexing.save_chunk
     saved: list[int] = []
 
     def save_then_fail(chunks_dir: Path, number: int, vectors: Any, ids: list[str]) -> None:
@@ -254,7 +249,7 @@ def test_interrupted_encoding_resumes(reference_index: Path, small_dataset: Path
         save_chunk(chunks_dir, number, vectors, ids)
         saved.append(number)
 
-    monkeypatch.setattr(indexing, "_save_chunk", save_then_fail)
+    monkeypatch.setattr(indexing, "save_chunk", save_then_fail)
     with pytest.raises(Interrupted):
         build_dense_index(small_dataset, tmp_path, str(tiny_model), chunk_size=CHUNK, device="cpu")
     assert not (tmp_path / "dense").exists()
@@ -263,7 +258,7 @@ def test_interrupted_encoding_resumes(reference_index: Path, small_dataset: Path
     with pytest.raises(MissingArtefactError, match="interrupted encoding is in .*dense.partial"):
         DenseSearcher(tmp_path)
 
-    monkeypatch.setattr(indexing, "_save_chunk", save_chunk)
+    monkeypatch.setattr(indexing, "save_chunk", save_chunk)
     summary = build_dense_index(small_dataset, tmp_path, str(tiny_model), chunk_size=CHUNK, device="cpu")
     total = load_dense_manifest(reference_index)["passages"]
     assert (summary.resumed, summary.encoded) == (CHUNK, total - CHUNK)
@@ -275,16 +270,16 @@ def test_interrupted_encoding_resumes(reference_index: Path, small_dataset: Path
 
 def test_partial_of_another_encoder_starts_over(small_dataset: Path, tiny_model: Path, other_model: Path,
                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    save_chunk = indexing._save_chunk
+    save_chunk = indexing.save_chunk
 
     def fail_after_one(chunks_dir: Path, number: int, vectors: Any, ids: list[str]) -> None:
         save_chunk(chunks_dir, number, vectors, ids)
         raise Interrupted
 
-    monkeypatch.setattr(indexing, "_save_chunk", fail_after_one)
+    monkeypatch.setattr(indexing, "save_chunk", fail_after_one)
     with pytest.raises(Interrupted):
         build_dense_index(small_dataset, tmp_path, str(other_model), chunk_size=CHUNK, device="cpu")
-    monkeypatch.setattr(indexing, "_save_chunk", save_chunk)
+    monkeypatch.setattr(indexing, "save_chunk", save_chunk)
     with pytest.warns(UserWarning, match="starting the encoding over.*another encoder"):
         summary = build_dense_index(small_dataset, tmp_path, str(tiny_model), chunk_size=CHUNK, device="cpu")
     assert summary.resumed == 0

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.indexing import build_dense_index, load_dense_manifest, load_encoder, merge_dense_shards
+from corefsearch.dense.indexing import build_dense_index, merge_dense_shards
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
+from corefsearch.dense.store import load_dense_manifest, load_encoder
 from corefsearch.errors import InputError, MissingArtefactError
 
 runner = CliRunner(env={"COLUMNS": "250"})

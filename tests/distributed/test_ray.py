@@ -23,8 +23,9 @@ from tiny_models import frequent_words, make_tiny_bert, save_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
-from corefsearch.dense.indexing import build_dense_index, load_dense_manifest
-from corefsearch.distributed import fatal_signal_handlers_kept
+from corefsearch.dense.indexing import build_dense_index
+from corefsearch.dense.store import load_dense_manifest
+from corefsearch.distributed.session import fatal_signal_handlers_kept
 
 ray = pytest.importorskip("ray")
 
@@ -86,7 +87,8 @@ def test_ray_encoding_gives_the_vectors_of_the_local_path(small_dataset: Path, e
 
 def test_ray_encoding_keeps_the_complete_shards_of_an_earlier_run(small_dataset: Path, encoder: Path,
                                                                   tmp_path: Path) -> None:
-    from corefsearch.distributed import RayOptions, build_dense_index_on_ray
+    from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
+    from corefsearch.distributed.session import RayOptions
 
     for i in range(2):  # the shards `--shard I/2` writes on one machine
         build_dense_index(small_dataset, tmp_path, str(encoder), shard=(i, 2), chunk_size=CHUNK, device="cpu")

@@ -112,8 +112,8 @@ def test_missing_indexes_say_what_to_build(tmp_path: Path, subset_index: Path) -
 @java
 def test_manifests_are_read_once_per_open(both_indexes: Path, queries: list[Query],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import corefsearch.dense.indexing as dense_indexing
     import corefsearch.dense.search as dense_search
+    import corefsearch.dense.store as dense_store
     import corefsearch.sparse.index as sparse_index
     import corefsearch.sparse.search as sparse_search
 
@@ -126,10 +126,10 @@ def test_manifests_are_read_once_per_open(both_indexes: Path, queries: list[Quer
         return wrapper
 
     lucene, dense = counting("lucene", sparse_index.load_lucene_manifest), counting("dense",
-                                                                                    dense_indexing.load_dense_manifest)
+                                                                                    dense_store.load_dense_manifest)
     for module in (sparse_index, sparse_search):
         monkeypatch.setattr(module, "load_lucene_manifest", lucene)
-    for module in (dense_indexing, dense_search):
+    for module in (dense_store, dense_search):
         monkeypatch.setattr(module, "load_dense_manifest", dense)
     retriever = open_retriever(both_indexes, BM25Options(query_format="mention"),
                                RetrievalOptions("hybrid", device="cpu"))

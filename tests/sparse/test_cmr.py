@@ -22,7 +22,7 @@ from corefsearch.run_writer import run_rows
 from corefsearch.schema import Passage, Query
 from corefsearch.sparse.index import (
     LUCENE_DIR,
-    _FieldStats,
+    FieldStats,
     build_lucene_index,
     indexed_records,
     load_lucene_manifest,
@@ -112,7 +112,7 @@ def test_document_field_holds_the_other_sentences(news_corpus: Any, tmp_path: Pa
 def test_document_field_keeps_the_nearest_passages_of_a_long_document() -> None:
     texts = [f"sentence{i} " + "x" * 8 for i in range(9)]  # 18 characters each, 19 with the newline
     passages = [Passage(f"d-{i}", "d", "T", text) for i, text in enumerate(texts)]
-    stats = _FieldStats()
+    stats = FieldStats()
     records = list(indexed_records(passages, max_chars=4 * 19, stats=stats))
     # Passage 4 (the middle): 3, 5, 2, 6 fit, in document order; 1, 7, 0, 8 do not.
     assert records[4]["document"] == "\n".join(texts[i] for i in (2, 3, 5, 6))

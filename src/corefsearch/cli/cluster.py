@@ -46,7 +46,7 @@ def cluster_command(
 ) -> None:
     """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons;
     or a trained mention encoder)."""
-    from corefsearch.cluster.run import cluster_dataset
+    from corefsearch.pipeline import cluster_dataset
 
     summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
                               topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,

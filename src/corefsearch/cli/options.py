@@ -109,7 +109,7 @@ def ray_options(address: str | None, workers: int | None, cpus: float | None) ->
             raise CorefSearchError("--ray-workers and --ray-cpus-per-worker size the Ray workers: "
                                    "add --ray auto|ADDRESS")
         return None
-    from corefsearch.distributed import RayOptions
+    from corefsearch.distributed.session import RayOptions
 
     options = RayOptions(address, workers, 1.0 if cpus is None else cpus)
     options.validate()

@@ -6,5 +6,6 @@ predicted topics, the whole split); ``baselines``: singletons and same head lemm
 mention's encoder input (document start + marked sentence); ``model``: the mention encoder;
 ``encoder``: clustering with it; ``agglomerative``: average linkage, all pairs or over a kNN graph;
 ``loss`` and ``pairs``: contrastive training; ``train``: the training task; ``output``: the clusters
-JSONL and CoNLL files; ``run``: the command's entry point, :func:`run.cluster_dataset`.
+JSONL and CoNLL files; ``run``: the command's entry point, :func:`run.cluster_dataset` (a cluster
+that encodes the mentions elsewhere, such as Ray's, is passed in as a ``run.MentionEncoding``).
 """

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from corefsearch.cluster.baselines import METHODS, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
@@ -14,6 +15,12 @@ from corefsearch.cluster.output import write_clusters, write_conll
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from corefsearch.cluster.inputs import MentionRecord
+    from corefsearch.cluster.model import MentionEncoder
 
 
 @dataclass
@@ -32,6 +39,20 @@ class ClusterSummary:
 ALL_METHODS = (*METHODS, "encoder")
 
 
+class MentionEncoding(Protocol):
+    """Where ``--method encoder`` runs the mention encoder's forward passes when not in this process:
+    a strategy the caller passes in, so that this wing knows of no cluster (the Ray one is
+    ``corefsearch.distributed.mention_encoding.RayMentionEncoding``, which the ``cluster`` command's
+    stage passes for ``--ray``). :meth:`encode` must give the vectors ``encoder.encode`` gives."""
+
+    option: str  # the command-line option that chose it, named in errors (e.g. "--ray")
+
+    def validate(self) -> None: ...
+
+    def encode(self, encoder: MentionEncoder, folder: Path, records: Sequence[MentionRecord], batch_size: int,
+               device: str) -> np.ndarray: ...
+
+
 def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
     inputs = {"DATASET": a["dataset"], "--model": a["model"]}
     return [Output(a["out"], "--out", inputs=inputs),
@@ -42,20 +63,20 @@ def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
 def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str = "test", scope: str = "topic",
                     conll: Path | None = None, topic_threshold: float | None = None, model: Path | None = None,
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                    device: str = "auto", ray: Any = None) -> ClusterSummary:
+                    device: str = "auto", encoding: MentionEncoding | None = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``.
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
     (``threshold``, default the model's), ``k`` neighbours of the corpus scope's kNN graph (default 50),
-    the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``ray``
-    (``corefsearch.distributed.RayOptions``): the mentions are encoded on a Ray cluster, to the same vectors."""
+    the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``encoding``: where the mentions are
+    encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors."""
     started = time.perf_counter()
     if method not in ALL_METHODS:
         raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
     if method != "encoder":
-        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
-                                          ("--ray", ray)) if value is not None]
+        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k))
+                 if value is not None] + ([encoding.option] if encoding is not None else [])
         if given:
             raise InputError(f"{', '.join(given)}: only with --method encoder (the trained mention encoder), "
                              f"not with --method {method}")
@@ -73,8 +94,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         from corefsearch.models import check_device
 
         check_device(device)
-        if ray is not None:
-            ray.validate()
+        if encoding is not None:
+            encoding.validate()
     if scope not in SCOPES:
         raise InputError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     if topic_threshold is not None and scope != "predicted-topic":
@@ -94,7 +115,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         stages = {}
         assignment, tau, encoded = _encoder_assignment(Path(dataset), split, found.mentions, groups, scope,
                                                        Path(model), threshold, DEFAULT_K if k is None else k,
-                                                       batch_size, device, stages, ray)
+                                                       batch_size, device, stages, encoding)
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
     write_clusters(out, assignment)
@@ -107,7 +128,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
 
 def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention], groups: dict[str, str],
                         scope: str, model: Path, threshold: float | None, k: int, batch_size: int,
-                        device: str, stages: dict[str, float], ray: Any = None) -> tuple[dict[str, str], float, int]:
+                        device: str, stages: dict[str, float], encoding: MentionEncoding | None = None
+                        ) -> tuple[dict[str, str], float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours; the assignment, the τ used and the
     number of distinct inputs encoded. The seconds of the two steps go into ``stages``."""
@@ -115,8 +137,8 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     from corefsearch.cluster.model import MentionEncoder
     from corefsearch.models import resolve_device
 
-    # With --ray the workers encode; here the encoder tokenises and batches, on the CPU.
-    encoder = MentionEncoder.load(model, resolve_device("cpu" if ray is not None else device))
+    # Encoded elsewhere (--ray: by the workers), the encoder here only tokenises and batches, on the CPU.
+    encoder = MentionEncoder.load(model, resolve_device("cpu" if encoding is not None else device))
     tau = encoder.config.threshold if threshold is None else threshold
     if tau is None:
         raise InputError(f"{model}: the mention encoder records no threshold (it was trained without a dev split); "
@@ -126,10 +148,8 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
         raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")
     started = time.perf_counter()
-    if ray is not None:
-        from corefsearch.distributed import encode_mentions_on_ray
-
-        vectors = encode_mentions_on_ray(encoder, model, records, batch_size, device, ray)
+    if encoding is not None:
+        vectors = encoding.encode(encoder, model, records, batch_size, device)
     else:
         vectors = encoder.encode(records, batch_size=batch_size, progress=True)
     stages["encode"] = time.perf_counter() - started

@@ -81,8 +81,10 @@ class BuildSummary:
 
 
 @dataclass
-class _MentionRef:
-    """What build keeps in memory for each mention."""
+class MentionRef:
+    """What :class:`DatasetWriter` keeps in memory for each mention: its query's passage
+    (``home_passage``, with the mention's offsets in it), its document's split if the source gives
+    one, and every passage that holds it whole."""
 
     mention_id: str
     cluster_id: str
@@ -127,11 +129,19 @@ def _windows_holding(mention_start: int, mention_end: int, window_starts: Sequen
     return range(first, last + 1)
 
 
-class _DatasetWriter:
+class DatasetWriter:
+    """Writes ``root/passages.jsonl`` as documents arrive and keeps the table of their mentions
+    (:class:`MentionRef`) from which :func:`write_queries_and_qrels` makes the queries, qrels and
+    clusters, :func:`check_splits` warns of empty splits and :func:`write_manifest` seals the dataset.
+
+    ``append=True`` continues an existing ``passages.jsonl`` (``corefsearch add`` on a copy of a
+    dataset): the passages and mentions already in it are made known with :meth:`note_passage` and
+    :meth:`note_mention` before new documents are added, so that ids stay unique and the queries are
+    made from the old mentions and the new ones together. :meth:`close` closes the file."""
+
     def __init__(self, root: Path, options: BuildOptions, append: bool = False) -> None:
         self.root = root
         self.options = options
-        # append: `corefsearch add` continues a copy of an existing passages file (see corefsearch/add.py).
         self.handle = (root / "passages.jsonl").open("a" if append else "w", encoding="utf-8")
         # Passage ids are ``KEY-N`` (KEY: the document's safe id, N: the passage's position, digits
         # only), so two passages share an id exactly when their documents share a key and both have
@@ -139,7 +149,7 @@ class _DatasetWriter:
         # entry per document rather than per passage (memory grows with the documents, not the
         # passages of a large collection).
         self.document_keys: set[str] = set()
-        self.mentions: list[_MentionRef] = []
+        self.mentions: list[MentionRef] = []
         self.mention_ids: set[str] = set()
         self.summary = BuildSummary(out=root)
         self.fixed_splits = False
@@ -147,6 +157,12 @@ class _DatasetWriter:
     def note_passage(self, passage_id: str) -> None:
         """Count a passage already in the file (``corefsearch add``) against later duplicates."""
         self.document_keys.add(passage_id.rsplit("-", 1)[0])
+
+    def note_mention(self, ref: MentionRef) -> None:
+        """Take in a mention of a passage already in the file (``corefsearch add``): its id counts
+        against later duplicates and it joins the mentions the queries are made from."""
+        self.mention_ids.add(ref.mention_id)
+        self.mentions.append(ref)
 
     def _write_passages(self, key: str, passages: Iterable[Passage], where: str) -> int:
         """Write the passages of the document whose safe id is ``key``; how many."""
@@ -191,7 +207,7 @@ class _DatasetWriter:
                 contained[i].append(PassageMention(mention_id, mention.start - offset, mention.end - offset,
                                                    str(mention.cluster_id), mention.type))
             offset = windows[home][0]
-            self.mentions.append(_MentionRef(mention_id, str(mention.cluster_id), mention.type, ids[home],
+            self.mentions.append(MentionRef(mention_id, str(mention.cluster_id), mention.type, ids[home],
                                              mention.start - offset, mention.end - offset, doc.split,
                                              [ids[i] for i in inside]))
             self.summary.mentions += 1
@@ -224,13 +240,13 @@ def new_cluster_split(cluster_id: str, options: BuildOptions) -> str:
     return "train" if position < train else "dev" if position < dev else "test"
 
 
-def _cluster_splits(members: dict[str, list[_MentionRef]], options: BuildOptions,
+def _cluster_splits(members: dict[str, list[MentionRef]], options: BuildOptions,
                     fixed: bool, kept: dict[str, str] | None = None) -> dict[str, str]:
     """Split of each cluster: the split of its documents, or a seeded shuffle by ratio.
 
     With fixed (document) splits a cluster whose mentions lie in documents of several splits
     takes the split most of its mentions have (ties: the first mention's); its queries still
-    take their own document's split (see ``_write_queries_and_qrels``), as ECB+ does.
+    take their own document's split (see ``write_queries_and_qrels``), as ECB+ does.
     ``kept`` (from ``corefsearch add``, split by clusters only): the splits the clusters of the
     dataset already have, which they keep; the other clusters take :func:`new_cluster_split`.
     """
@@ -268,7 +284,7 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
 
     options.validate()
     with atomic_directory(out, overwrite=overwrite) as root:
-        writer = _DatasetWriter(root, options)
+        writer = DatasetWriter(root, options)
         try:
             read = 0
             for read, doc in enumerate(track(documents, "Reading documents"), start=1):
@@ -284,13 +300,13 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
         if summary.mentions_dropped:
             warnings.warn(f"{summary.mentions_dropped} mention(s) cross a passage boundary and were left out",
                           stacklevel=2)
-        _write_queries_and_qrels(root, writer, options, summary)
-        _check_splits(summary, options, writer.fixed_splits, source_name)
-        _write_manifest(root, options, summary)
+        write_queries_and_qrels(root, writer, options, summary)
+        check_splits(summary, options, writer.fixed_splits, source_name)
+        write_manifest(root, options, summary)
     return summary
 
 
-def _check_has_mentions(writer: _DatasetWriter, read: int, source_name: str) -> None:
+def _check_has_mentions(writer: DatasetWriter, read: int, source_name: str) -> None:
     """A dataset without documents, passages or mentions would look fine and hold nothing: refuse it."""
     summary, options = writer.summary, writer.options
     if read == 0:
@@ -307,7 +323,7 @@ def _check_has_mentions(writer: _DatasetWriter, read: int, source_name: str) -> 
                          f"of; {why}")
 
 
-def _check_splits(summary: BuildSummary, options: BuildOptions, fixed: bool, source_name: str) -> None:
+def check_splits(summary: BuildSummary, options: BuildOptions, fixed: bool, source_name: str) -> None:
     """A dataset or a split left without queries is a warning that says why and what to do."""
     if not any(counts.queries for counts in summary.splits.values()):
         # Still a collection to index and search by hand, so not an error.
@@ -329,9 +345,9 @@ def _check_splits(summary: BuildSummary, options: BuildOptions, fixed: bool, sou
                           f"with --splits {','.join(with_queries)}", stacklevel=3)
 
 
-def _write_queries_and_qrels(root: Path, writer: _DatasetWriter, options: BuildOptions,
+def write_queries_and_qrels(root: Path, writer: DatasetWriter, options: BuildOptions,
                              summary: BuildSummary, kept_splits: dict[str, str] | None = None) -> None:
-    members: dict[str, list[_MentionRef]] = defaultdict(list)
+    members: dict[str, list[MentionRef]] = defaultdict(list)
     for ref in writer.mentions:
         members[ref.cluster_id].append(ref)
     cluster_split = _cluster_splits(members, options, writer.fixed_splits, kept_splits)
@@ -388,7 +404,7 @@ def _write_queries_and_qrels(root: Path, writer: _DatasetWriter, options: BuildO
             handle.write(dump_json_line(cluster.to_json()))
 
 
-def _write_manifest(root: Path, options: BuildOptions, summary: BuildSummary) -> None:
+def write_manifest(root: Path, options: BuildOptions, summary: BuildSummary) -> None:
     files = ["passages.jsonl", "clusters.jsonl"]
     files += [f"queries/{s}.jsonl" for s in options.splits] + [f"qrels/{s}.txt" for s in options.splits]
     manifest = {

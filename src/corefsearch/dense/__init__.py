@@ -1,11 +1,12 @@
-"""Dense retrieval (a wing): the DPR-style bi-encoder of CoreSearch, its FAISS index and its training.
+"""The dense retriever (DPR, as in CoreSearch): its encoders and model, its training, and the FAISS
+index of the passages' vectors, written and read apart.
 
-``encoder``: a mention-aware text encoder (boundary tokens around the query mention, [CLS] or mean
-pooling); ``model``: a retriever (query and passage encoders, saved as Hugging Face folders);
-``st_export``: the sentence-transformers configuration written beside them. The index: ``faiss_index``
-(flat, HNSW and IVF-PQ indexes and their search settings), the write side that encodes passages in
-resumable chunks and shards and writes the index, and the read side (the layout and manifest of
-``INDEX/dense``) that ``search`` opens: a dense searcher over it. Training: ``examples`` (query,
-positive, hard negative), ``mining`` (BM25 hard negatives in a child process), ``loss`` (in-batch NLL)
-and ``train`` (the training task on the shared loop of :mod:`corefsearch.training`).
+``encoder``: the mention-aware query and passage encoders; ``model``: the retriever (the two
+encoders, saved and loaded); ``st_export``: its sentence-transformers files; ``examples``,
+``mining``, ``loss`` and ``train``: ``train retriever``. The index: ``store``, its read side (the
+layout of ``INDEX/dense``, the manifest, the encoder it names), what searchers and the other stages
+read; ``chunks``, the pieces a build is made of (chunk plan, encoding and saving chunks, resuming,
+vector files, the shard and index folders), shared by a build, ``corefsearch add`` and the Ray
+path; ``indexing``, the entry points (``build_dense_index``, ``merge_dense_shards``);
+``faiss_index``, the FAISS index types and their settings; ``search``: ``DenseSearcher``.
 """

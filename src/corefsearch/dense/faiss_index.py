@@ -57,13 +57,16 @@ def pq_subquantizers(dimension: int) -> int:
 
 
 def faiss_parameters(faiss_type: str, dimension: int, count: int) -> dict[str, Any]:
-    """The index parameters for ``count`` vectors of ``dimension``; a clear error when ivfpq cannot train."""
-    check_faiss_type(faiss_type)
+    """The index parameters for ``count`` vectors of ``dimension``; a clear error when ivfpq cannot train.
+    ``faiss_type`` was checked where it entered (:func:`check_faiss_type`); one of no known type is
+    still an error here rather than taken for ivfpq."""
     if faiss_type == "flat":
         return {"type": "flat", "class": "IndexFlatIP", "metric": "inner_product"}
     if faiss_type == "hnsw":
         return {"type": "hnsw", "class": "IndexHNSWFlat", "metric": "inner_product", "M": HNSW_M,
                 "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH}
+    if faiss_type != "ivfpq":
+        check_faiss_type(faiss_type)  # raises
     if count < IVFPQ_MIN_PASSAGES:
         raise InputError(f"--faiss ivfpq needs at least {IVFPQ_MIN_PASSAGES:,} passages to train its product "
                          f"quantizer ({MIN_POINTS_PER_CENTROID} per each of its {2 ** IVFPQ_NBITS} centroids); "

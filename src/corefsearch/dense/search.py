@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.dense import faiss_index
-from corefsearch.dense.indexing import (
+from corefsearch.dense.store import (
     DENSE_DIR,
     FAISS_FILE,
     IDS_FILE,

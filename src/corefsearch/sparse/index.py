@@ -82,19 +82,22 @@ def _document_field(texts: list[str], position: int, max_chars: int) -> tuple[st
 
 
 @dataclass
-class _FieldStats:
+class FieldStats:
+    """What :func:`indexed_records` left out of the ``document`` fields (passages whose field hit
+    :data:`DOCUMENT_FIELD_MAX_CHARS`, and their documents), counted for the index manifest."""
+
     truncated_passages: int = 0
     truncated_documents: int = 0
 
 
 def indexed_records(passages: Iterable[Passage], where: str = "passages",
                     max_chars: int = DOCUMENT_FIELD_MAX_CHARS,
-                    stats: _FieldStats | None = None) -> Iterator[dict[str, str]]:
+                    stats: FieldStats | None = None) -> Iterator[dict[str, str]]:
     """The JsonCollection record of each passage, fields included, streamed: passages are
     grouped by ``doc_id`` (one document in memory at a time), which needs each document's
     passages to be contiguous, as ``build-dataset`` writes them; a document that comes back
     after another one is an error (naming the line)."""
-    stats = stats if stats is not None else _FieldStats()
+    stats = stats if stats is not None else FieldStats()
     finished: set[str] = set()
     group: list[Passage] = []
 
@@ -131,7 +134,7 @@ BATCH_SIZE = 2000  # JSON records handed to Anserini at once
 
 def index_passages(passages: Iterable[Passage], index_dir: Path, fields_dir: Path | None = None, *,
                    threads: int = 2, append: bool = False, where: str = "passages",
-                   stats: _FieldStats | None = None, batch_size: int = BATCH_SIZE) -> int:
+                   stats: FieldStats | None = None, batch_size: int = BATCH_SIZE) -> int:
     """Write ``passages`` into the Lucene index ``index_dir`` and, when ``fields_dir`` is given, their
     fields into the fields index there, through Pyserini's ``LuceneIndexer`` (Anserini's
     ``SimpleIndexer``) in batches of ``batch_size`` raw JSON records; ``append`` adds to existing
@@ -207,7 +210,7 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
 
     started = time.perf_counter()
     with atomic_directory(target, overwrite=overwrite) as tmp:
-        stats = _FieldStats()
+        stats = FieldStats()
         passages = track(dataset.passages(), "Indexing passages (Lucene)", total=expected)
         count = index_passages(passages, tmp / "index", tmp / FIELDS_DIR if fields else None, threads=threads,
                                where=str(dataset.passages_path), stats=stats, batch_size=batch_size)
