@@ -35,6 +35,9 @@ LAYERS: dict[str, int] = {
     "cli": 3, "serve": 3, "pyserini_cli": 3, "__main__": 3,
 }
 LAYER_NAMES = ("floor", "wing", "stage", "surface")
+# The one import that runs up the layers on purpose: ``corefsearch.configure_java`` (the package root's
+# lazy ``__getattr__``) hands users the Java set-up without importing pyjnius at ``import corefsearch``.
+ALLOWED_UPWARD = {("corefsearch", "corefsearch.sparse.java")}
 
 
 def _modules() -> dict[str, Path]:
@@ -160,7 +163,8 @@ def test_no_module_imports_a_module_that_imports_it_back() -> None:
 def test_no_layer_imports_a_higher_one() -> None:
     upward = [f"{MODULES[m].relative_to(SRC)}:{line} ({LAYER_NAMES[_layer(m)]}) imports {t} "
               f"({LAYER_NAMES[_layer(t)]})"
-              for m, found in GRAPH.items() for t, _, line in found if _layer(t) > _layer(m)]
+              for m, found in GRAPH.items() for t, _, line in found
+              if _layer(t) > _layer(m) and (m, t) not in ALLOWED_UPWARD]
     assert upward == []
 
 

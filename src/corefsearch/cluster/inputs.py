@@ -27,7 +27,7 @@ from typing import Any
 from corefsearch.cluster.mentions import split_mention_ids
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.reader.inputs import _probe as pair_format
+from corefsearch.reader.inputs import pair_format
 
 ENTITY_START = "[E]"
 ENTITY_END = "[/E]"
@@ -149,7 +149,7 @@ class EncoderInput:
 
 def encoder_input(tokenizer: Any, record: MentionRecord, max_length: int = MAX_LENGTH) -> EncoderInput:
     """``[CLS] context [SEP] sentence-with-markers [SEP]`` (the tokenizer's own pair format, as
-    ``corefsearch.reader.inputs._probe`` finds it: BERT- and RoBERTa-style) in at
+    ``corefsearch.reader.inputs.pair_format`` finds it: BERT- and RoBERTa-style) in at
     most ``max_length`` tokens, cut as the module docstring says. The tokenizer must know the
     ``[E]``/``[/E]`` special tokens (:func:`corefsearch.cluster.model.add_entity_markers`)."""
     start_id, end_id = tokenizer.convert_tokens_to_ids([ENTITY_START, ENTITY_END])
