@@ -15,7 +15,7 @@ from typing import Any
 from tiny_models import frequent_words, make_tiny_bert
 
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.io import read_qrels
+from corefsearch.io.trec import read_qrels
 from corefsearch.schema import Query
 
 REPRINT_DOC = "reprint-1"

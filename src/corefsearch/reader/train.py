@@ -21,7 +21,7 @@ dev queries in the run, the last), and the fusion with the better dev MRR@10 at 
 recorded in the reader's ``corefsearch_reader.json`` (``fusion``), which ``search`` then uses.
 The run is :class:`ReaderTask` driven by the one training loop (``corefsearch.training.loop``),
 as the retriever's is: the working folder ``.OUT.training/`` makes it resumable
-(``dense/checkpoint.py``); ``OUT`` appears in one rename at the end with the reader (Hugging
+(``training/checkpoint.py``); ``OUT`` appears in one rename at the end with the reader (Hugging
 Face folder + ``reader_head.safetensors`` + ``corefsearch_reader.json``), ``training_args.json``
 and ``dev_curve.json``.
 """

@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corefsearch import __version__
 from corefsearch.errors import CorefSearchError, InputError
-from corefsearch.io import json_type
+from corefsearch.io.read import json_type
 from corefsearch.serve.judgements import Judge
 from corefsearch.serve.models import (
     ErrorResponse,

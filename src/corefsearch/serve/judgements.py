@@ -7,7 +7,7 @@ document added to the dataset without mentions, may well mention the query's eve
 must not call such a passage "not relevant", so the server adds a ``judgement`` to each hit:
 
 1. The qrels hold the (query, passage) pair: relevance > 0 is ``relevant``; -1 is ``unjudged``
-   (trec_eval's mark of an unjudged pair, see ``corefsearch.io.read_qrels``); any other value
+   (trec_eval's mark of an unjudged pair, see ``corefsearch.io.trec.read_qrels``); any other value
    (0 and below) is ``not_relevant``.
 2. The qrels do not hold it (the datasets ``build-dataset`` writes list relevant pairs only): a
    passage of a document the corpus annotated (a document with at least one gold mention, of any
@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from corefsearch.errors import InputError
-from corefsearch.io import read_jsonl, read_qrels
+from corefsearch.io.read import read_jsonl
+from corefsearch.io.trec import read_qrels
 from corefsearch.serve.models import Judgement
 
 UNJUDGED_RELEVANCE = -1

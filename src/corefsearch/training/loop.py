@@ -2,7 +2,7 @@
 
 Resume and the atomic result fit together like this. Nothing is written to ``OUT`` while the
 run lasts: the run lives in the hidden sibling folder ``.OUT.training/``
-(``dense/checkpoint.py``), which the trainer has claimed (``claim_work_dir``) and which holds
+(``training/checkpoint.py``), which the trainer has claimed (``claim_work_dir``) and which holds
 the latest checkpoint (written at the end of every epoch, every ``checkpoint_every`` steps and
 on Ctrl-C) and the best weights so far. A checkpoint holds the state of the last *completed*
 step (:class:`~corefsearch.training.common.StepBoundary`): a step interrupted half-way is
