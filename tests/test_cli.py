@@ -4,8 +4,8 @@ build-dataset -> index -> search (two query formats) -> evaluate, and the ad-hoc
 from __future__ import annotations
 
 import csv
-import os
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict

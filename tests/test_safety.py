@@ -245,7 +245,7 @@ def test_the_lock_file_is_removed_and_the_lock_can_be_taken_again(tmp_path: Path
 HOLD_LOCK = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from corefsearch.io import output_lock
+    from corefsearch.io.outputs import output_lock
     with output_lock(Path(sys.argv[1])):
         print("locked", flush=True)
         sys.stdin.readline()
