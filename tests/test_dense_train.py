@@ -292,7 +292,7 @@ def test_training_lowers_the_loss_and_writes_a_loadable_model(tiny_base: Path, t
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:
     args = tiny_args(tiny_base, epochs=2)
-    reference = train_retriever(tiny_dataset, tmp_path / "reference", args, checkpoint_every=4)
+    reference = train_retriever(tiny_dataset, tmp_path / "reference", replace(args, checkpoint_every=4))
 
     def crash(step: int, loss: float) -> None:
         if step == 5:
@@ -300,11 +300,11 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tiny_base: Path, tiny_da
 
     out = tmp_path / "resumed"
     with pytest.raises(RuntimeError, match="simulated"):
-        train_retriever(tiny_dataset, out, args, checkpoint_every=4, on_step=crash)
+        train_retriever(tiny_dataset, out, replace(args, checkpoint_every=4), on_step=crash)
     assert not out.exists() and (work_dir_for(out) / "checkpoint.pt").exists()
 
     messages: list[str] = []
-    summary = train_retriever(tiny_dataset, out, args, checkpoint_every=4, log=messages.append)
+    summary = train_retriever(tiny_dataset, out, replace(args, checkpoint_every=4), log=messages.append)
     assert summary.resumed_from_step == 4 and summary.steps_run == reference.total_steps - 4
     assert summary.total_steps == reference.total_steps == 12
     assert any("Resuming" in m and "step 4 " in m for m in messages)
@@ -326,8 +326,8 @@ def test_ctrl_c_saves_a_checkpoint_at_the_step_reached(tiny_base: Path, tiny_dat
 
     out = tmp_path / "model"
     with pytest.raises(KeyboardInterrupt):
-        train_retriever(tiny_dataset, out, args, checkpoint_every=0, on_step=interrupt)
-    summary = train_retriever(tiny_dataset, out, args, checkpoint_every=0)
+        train_retriever(tiny_dataset, out, replace(args, checkpoint_every=0), on_step=interrupt)
+    summary = train_retriever(tiny_dataset, out, replace(args, checkpoint_every=0))
     assert summary.resumed_from_step == 3 and summary.steps_run == 2 and summary.total_steps == 5
     assert [e["step"] for e in summary.dev_curve] == [0, 5]
 
@@ -340,7 +340,7 @@ def test_a_leftover_run_with_other_settings_is_refused_unless_overwrite(tiny_bas
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError):
-        train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1), checkpoint_every=1, on_step=crash)
+        train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, checkpoint_every=1), on_step=crash)
     with pytest.raises(InputError, match="--lr"):
         train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, lr=5e-4))
     summary = train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, lr=5e-4), overwrite=True)
@@ -373,7 +373,7 @@ def test_bm25_hard_negatives_from_the_index(tiny_base: Path, tiny_dataset: Path,
     assert record["index"] == str((tmp_path / "index").resolve())
     # BM25 finds few non-relevant passages in so small a corpus (the query is the mention and its
     # named entities), but some.
-    assert 1 <= record["counts"]["queries_with_hard_negatives"] <= summary.train_queries == 16
+    assert 1 <= record["counts"]["queries_with_hard_negatives"] <= summary.extras.train_queries == 16
 
 
 def test_cli_trains_and_prints_the_dev_curve(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:

@@ -282,10 +282,10 @@ def test_a_resumed_retriever_has_a_model_card_with_its_options_and_dev_curve(tin
             raise RuntimeError("simulated crash")
 
     with pytest.raises(RuntimeError, match="simulated"):
-        train_retriever(tiny_dataset, out, args, checkpoint_every=1, on_step=crash, log=lambda _: None)
+        train_retriever(tiny_dataset, out, replace(args, checkpoint_every=1), on_step=crash, log=lambda _: None)
     assert not out.exists()
     # The card is written when the resumed run completes the folder.
-    summary = train_retriever(tiny_dataset, out, args, checkpoint_every=1, log=lambda _: None)
+    summary = train_retriever(tiny_dataset, out, replace(args, checkpoint_every=1), log=lambda _: None)
     assert summary.resumed_from_step == 1
     card = (out / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)

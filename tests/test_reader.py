@@ -292,7 +292,8 @@ def test_train_reader_writes_a_loadable_reader(tiny_base: Path, tiny_dataset: Pa
     curve = json.loads((out / "dev_curve.json").read_text())
     assert [e["epoch"] for e in curve] == [0, 1] and "MRR@10" in curve[1]
     record = json.loads((out / "training_args.json").read_text())
-    assert record["options"]["head"] == "integrated" and record["counts"]["train_queries"] == summary.train_queries
+    assert record["options"]["head"] == "integrated"
+    assert record["counts"]["train_queries"] == summary.extras.train_queries
     assert not work_dir_for(out).exists()
     Reader.load(out, device="cpu")
     with pytest.raises(InputError, match="already exists"):
@@ -311,11 +312,11 @@ def test_resumed_training_ends_like_an_uninterrupted_one(tiny_base: Path, tiny_d
 
     resumed = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):
-        train_reader(tiny_dataset, tiny_run, resumed, args, checkpoint_every=2, on_step=interrupt,
+        train_reader(tiny_dataset, tiny_run, resumed, replace(args, checkpoint_every=2), on_step=interrupt,
                      log=lambda _: None)
     assert work_dir_for(resumed).exists() and not resumed.exists()
     messages: list[str] = []
-    summary = train_reader(tiny_dataset, tiny_run, resumed, args, checkpoint_every=2, log=messages.append)
+    summary = train_reader(tiny_dataset, tiny_run, resumed, replace(args, checkpoint_every=2), log=messages.append)
     assert summary.resumed_from_step == 3
     assert any("Resuming" in m for m in messages)
     a = Reader.load(whole, device="cpu").read(a_query(), PASSAGES)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -375,20 +376,20 @@ def test_retriever_interrupted_mid_step_resumes_to_the_same_weights(tiny_base: P
 
     args = test_dense_train.tiny_args(tiny_base, epochs=2)
     whole = tmp_path / "whole"
-    train.train_retriever(tiny_dataset, whole, args, checkpoint_every=0, log=lambda _: None)
+    train.train_retriever(tiny_dataset, whole, replace(args, checkpoint_every=0), log=lambda _: None)
 
     out = tmp_path / "resumed"
     # Step 5 (epoch 1 has 6 steps): interrupted after its forward pass, before the update.
     monkeypatch.setattr(train, "in_batch_nll", Interrupt(train.in_batch_nll, 5))
     with pytest.raises(KeyboardInterrupt):
-        train.train_retriever(tiny_dataset, out, args, checkpoint_every=0, log=lambda _: None)
+        train.train_retriever(tiny_dataset, out, replace(args, checkpoint_every=0), log=lambda _: None)
     monkeypatch.undo()
     work = work_dir_for(out)
     assert (work / "checkpoint.pt").exists() and not out.exists()
     # A checkpoint a killed process was writing: removed when the run resumes.
     (work / ".checkpoint.pt.q1w2e3r4.tmp").write_bytes(b"half a checkpoint")
     seen: list[list[str]] = []
-    summary = train.train_retriever(tiny_dataset, out, args, checkpoint_every=0, log=lambda _: None,
+    summary = train.train_retriever(tiny_dataset, out, replace(args, checkpoint_every=0), log=lambda _: None,
                                     on_step=lambda *_: seen.append([p.name for p in work.iterdir()]))
     assert summary.resumed_from_step == 4 and summary.steps_run == summary.total_steps - 4
     assert seen and all(".checkpoint.pt.q1w2e3r4.tmp" not in names for names in seen)
@@ -403,15 +404,15 @@ def test_reader_interrupted_mid_step_resumes_to_the_same_weights(tiny_base: Path
 
     args = test_reader.tiny_args(tiny_base, epochs=2, dev_max_queries=3)
     whole = tmp_path / "whole"
-    train.train_reader(tiny_dataset, tiny_run, whole, args, checkpoint_every=0, log=lambda _: None)
+    train.train_reader(tiny_dataset, tiny_run, whole, replace(args, checkpoint_every=0), log=lambda _: None)
 
     out = tmp_path / "resumed"
     # Two examples a step: the 8th call is the second example of step 4.
     monkeypatch.setattr(train, "example_loss", Interrupt(train.example_loss, 8))
     with pytest.raises(KeyboardInterrupt):
-        train.train_reader(tiny_dataset, tiny_run, out, args, checkpoint_every=0, log=lambda _: None)
+        train.train_reader(tiny_dataset, tiny_run, out, replace(args, checkpoint_every=0), log=lambda _: None)
     monkeypatch.undo()
-    summary = train.train_reader(tiny_dataset, tiny_run, out, args, checkpoint_every=0, log=lambda _: None)
+    summary = train.train_reader(tiny_dataset, tiny_run, out, replace(args, checkpoint_every=0), log=lambda _: None)
     assert summary.resumed_from_step == 3
 
     def weights(folder: Path) -> dict[str, Any]:
