@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from tiny_models import save_tiny_bert
+from training_helpers import Interrupt, assert_same_model
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -311,47 +311,29 @@ def test_training_lowers_the_loss_and_saves_an_encoder_with_the_dev_threshold(ti
         train_clusterer(dataset, out, args)
 
 
-def test_an_interrupted_run_resumes_to_the_same_model(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
-    args = tiny_args(tiny_base, epochs=2)
-    reference = train_clusterer(dataset, tmp_path / "reference", replace(args, checkpoint_every=2))
+def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_encoder(tiny_base: Path, dataset: Path,
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clusterer's resume test (the loop's contract is test_training_loop.py's): Ctrl-C inside
+    step 3 (after its forward pass), then the same command again, ends with the very same folder."""
+    import corefsearch.cluster.train as train
 
-    def crash(step: int, loss: float) -> None:
-        if step == 3:  # inside epoch 1, after the checkpoint at step 2
-            raise RuntimeError("simulated crash")
+    args = tiny_args(tiny_base, epochs=2)
+    whole = train_clusterer(dataset, tmp_path / "whole", args)
 
     out = tmp_path / "resumed"
-    with pytest.raises(RuntimeError, match="simulated"):
-        train_clusterer(dataset, out, replace(args, checkpoint_every=2), on_step=crash)
+    monkeypatch.setattr(train, "contrastive_loss", Interrupt(train.contrastive_loss, 3))
+    with pytest.raises(KeyboardInterrupt):
+        train_clusterer(dataset, out, args)
+    monkeypatch.undo()
     assert not out.exists() and (work_dir_for(out) / "checkpoint.pt").exists()
     messages: list[str] = []
-    summary = train_clusterer(dataset, out, replace(args, checkpoint_every=2), log=messages.append)
-    assert summary.resumed_from_step == 2 and summary.steps_run == reference.total_steps - 2 == 6
-    assert any("Resuming" in m for m in messages)
-    for ours, theirs in zip(summary.dev_curve, reference.dev_curve, strict=True):
-        assert ours["step"] == theirs["step"] and ours["threshold"] == theirs["threshold"]
-        for key in ("loss", "CoNLL F1"):
-            assert ours[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-6) if theirs[key] is not None \
-                else ours[key] is None
-    ids, resumed = vectors_of(out, dataset, "dev")
-    _, uninterrupted = vectors_of(tmp_path / "reference", dataset, "dev")
-    np.testing.assert_allclose(resumed, uninterrupted, atol=1e-5)
-    assert summary.extras.threshold == reference.extras.threshold
+    summary = train_clusterer(dataset, out, args, log=messages.append)
+    assert summary.resumed_from_step == 2 and summary.steps_run == whole.total_steps - 2 == 6
+    assert any(m.startswith("Resuming the interrupted run") for m in messages)
+    assert_same_model(out, tmp_path / "whole")
+    assert MentionEncoder.load(out).config.threshold == summary.extras.threshold == whole.extras.threshold is not None
     assert not work_dir_for(out).exists()
-
-
-def test_ctrl_c_then_rerun_finishes_the_run(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
-    args = tiny_args(tiny_base, epochs=1)
-
-    def interrupt(step: int, loss: float) -> None:
-        if step == 2:
-            raise KeyboardInterrupt
-
-    out = tmp_path / "model"
-    with pytest.raises(KeyboardInterrupt):
-        train_clusterer(dataset, out, replace(args, checkpoint_every=0), on_step=interrupt)
-    summary = train_clusterer(dataset, out, replace(args, checkpoint_every=0))
-    assert summary.resumed_from_step == 2 and summary.steps_run == 2 and summary.total_steps == 4
-    assert MentionEncoder.load(out).config.threshold == summary.extras.threshold is not None
 
 
 def test_training_lowers_the_loss_and_without_dev_clusters_keeps_the_last_epoch(tiny_base: Path,

@@ -442,23 +442,6 @@ def test_train_retriever_cli_dev_max_queries_threads_and_log_lines(tiny_base: Pa
     assert not (tmp_path / "bad").exists()
 
 
-def test_a_run_resumes_under_other_threads_and_log_settings(tiny_base: Path, tiny_dataset: Path,
-                                                             tmp_path: Path) -> None:
-    from corefsearch.dense.train import train_retriever
-
-    def crash(step: int, loss: float) -> None:
-        if step == 3:
-            raise RuntimeError("simulated crash")
-
-    out = tmp_path / "model"
-    with pytest.raises(RuntimeError, match="simulated"):
-        train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, max_steps=4, checkpoint_every=2),
-                        on_step=crash)
-    summary = train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, max_steps=4, threads=1, log_every=1,
-                                                           checkpoint_every=2))
-    assert summary.resumed_from_step == 2 and summary.steps_run == 2
-
-
 def test_train_reader_logs_progress_lines_and_takes_threads(tiny_base: Path, tiny_dataset: Path, tiny_run: Path,
                                                             tmp_path: Path) -> None:
     import torch
