@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             training_info[name] = {"seconds": time.perf_counter() - begun,
                                    "seconds_per_step": summary.seconds_per_step,
                                    "steps_per_epoch": summary.steps_per_epoch,
-                                   "examples_per_epoch": summary.examples_per_epoch,
+                                   "examples_per_epoch": summary.extras.examples_per_epoch,
                                    "dev_curve": summary.dev_curve, "best_epoch": summary.best_epoch}
     models = {"dense zero-shot": "default", "dense trained, no markers": str(trained["ecb-no-markers"]),
               "dense trained, markers": str(trained["ecb-markers"])}

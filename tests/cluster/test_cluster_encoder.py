@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from tiny_models import save_tiny_bert
+from training_helpers import Interrupt, assert_same_model
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -283,22 +284,22 @@ def test_training_lowers_the_loss_and_saves_an_encoder_with_the_dev_threshold(ti
     out = tmp_path / "model"
     summary = train_clusterer(dataset, out, args, log=messages.append)
     # 4 positives and up to 3 negatives each (a topic of two 2-mention clusters runs out of fresh negatives).
-    assert summary.train_mentions == 8 and 12 < summary.train_pairs <= 16
+    assert summary.extras.train_mentions == 8 and 12 < summary.extras.train_pairs <= 16
     assert summary.steps_per_epoch == 4 and summary.total_steps == 12
-    assert any(f"{summary.train_pairs} training pairs (4 positive)" in m for m in messages)
+    assert any(f"{summary.extras.train_pairs} training pairs (4 positive)" in m for m in messages)
     encoder = MentionEncoder.load(out)
     curve = json.loads((out / "dev_curve.json").read_text())
     assert [e["epoch"] for e in curve] == [0, 1, 2, 3] and curve[0]["note"] == "untrained"
     assert curve[3]["loss"] < curve[1]["loss"]  # the epochs' mean training loss falls
     kept = next(e for e in curve if e["epoch"] == summary.best_epoch)
     assert kept["CoNLL F1"] == max(e["CoNLL F1"] for e in curve[1:])
-    assert encoder.config.threshold == kept["threshold"] == summary.threshold
+    assert encoder.config.threshold == kept["threshold"] == summary.extras.threshold
     assert kept["threshold"] in threshold_grid() and 0 < kept["CoNLL F1"] <= 1
     record = json.loads((out / "training_args.json").read_text())
-    assert record["threshold"] == summary.threshold and record["options"]["margin"] == 0.5
+    assert record["threshold"] == summary.extras.threshold and record["options"]["margin"] == 0.5
     assert record["counts"]["dev_mentions"] == 5
     card = (out / "README.md").read_text()
-    assert "corefsearch mention encoder" in card and f"τ = {summary.threshold:g}" in card
+    assert "corefsearch mention encoder" in card and f"τ = {summary.extras.threshold:g}" in card
     assert "--method encoder --model model " in card and str(tmp_path) not in card and str(dataset) not in card
     assert "| scope | topic |" in card and "| hard_negatives_k | 3 |" in card  # dev clusters; negatives drawn
     assert "max_positives_per_cluster" not in card  # 2-mention clusters: 1 pair each, far under the cap
@@ -307,53 +308,35 @@ def test_training_lowers_the_loss_and_saves_an_encoder_with_the_dev_threshold(ti
     result = cli("cluster", dataset, "--out", tmp_path / "c.jsonl", "--method", "encoder", "--model", out,
                  "--split", "dev", "--device", "cpu")
     assert result.exit_code == 0, result.output
-    assert f"at τ {summary.threshold:g}" in result.output
+    assert f"at τ {summary.extras.threshold:g}" in result.output
     assert set(clusters_file(tmp_path / "c.jsonl")) == split_ids("dev")
     with pytest.raises(InputError, match="--overwrite"):
         train_clusterer(dataset, out, args)
 
 
-def test_an_interrupted_run_resumes_to_the_same_model(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
-    args = tiny_args(tiny_base, epochs=2)
-    reference = train_clusterer(dataset, tmp_path / "reference", args, checkpoint_every=2)
+def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_encoder(tiny_base: Path, dataset: Path,
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clusterer's resume test (the loop's contract is test_training_loop.py's): Ctrl-C inside
+    step 3 (after its forward pass), then the same command again, ends with the very same folder."""
+    import corefsearch.cluster.train as train
 
-    def crash(step: int, loss: float) -> None:
-        if step == 3:  # inside epoch 1, after the checkpoint at step 2
-            raise RuntimeError("simulated crash")
+    args = tiny_args(tiny_base, epochs=2)
+    whole = train_clusterer(dataset, tmp_path / "whole", args)
 
     out = tmp_path / "resumed"
-    with pytest.raises(RuntimeError, match="simulated"):
-        train_clusterer(dataset, out, args, checkpoint_every=2, on_step=crash)
+    monkeypatch.setattr(train, "contrastive_loss", Interrupt(train.contrastive_loss, 3))
+    with pytest.raises(KeyboardInterrupt):
+        train_clusterer(dataset, out, args)
+    monkeypatch.undo()
     assert not out.exists() and (work_dir_for(out) / "checkpoint.pt").exists()
     messages: list[str] = []
-    summary = train_clusterer(dataset, out, args, checkpoint_every=2, log=messages.append)
-    assert summary.resumed_from_step == 2 and summary.steps_run == reference.total_steps - 2 == 6
-    assert any("Resuming" in m for m in messages)
-    for ours, theirs in zip(summary.dev_curve, reference.dev_curve, strict=True):
-        assert ours["step"] == theirs["step"] and ours["threshold"] == theirs["threshold"]
-        for key in ("loss", "CoNLL F1"):
-            assert ours[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-6) if theirs[key] is not None \
-                else ours[key] is None
-    ids, resumed = vectors_of(out, dataset, "dev")
-    _, uninterrupted = vectors_of(tmp_path / "reference", dataset, "dev")
-    np.testing.assert_allclose(resumed, uninterrupted, atol=1e-5)
-    assert summary.threshold == reference.threshold
+    summary = train_clusterer(dataset, out, args, log=messages.append)
+    assert summary.resumed_from_step == 2 and summary.steps_run == whole.total_steps - 2 == 6
+    assert any(m.startswith("Resuming the interrupted run") for m in messages)
+    assert_same_model(out, tmp_path / "whole")
+    assert MentionEncoder.load(out).config.threshold == summary.extras.threshold == whole.extras.threshold is not None
     assert not work_dir_for(out).exists()
-
-
-def test_ctrl_c_then_rerun_finishes_the_run(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:
-    args = tiny_args(tiny_base, epochs=1)
-
-    def interrupt(step: int, loss: float) -> None:
-        if step == 2:
-            raise KeyboardInterrupt
-
-    out = tmp_path / "model"
-    with pytest.raises(KeyboardInterrupt):
-        train_clusterer(dataset, out, args, checkpoint_every=0, on_step=interrupt)
-    summary = train_clusterer(dataset, out, args, checkpoint_every=0)
-    assert summary.resumed_from_step == 2 and summary.steps_run == 2 and summary.total_steps == 4
-    assert MentionEncoder.load(out).config.threshold == summary.threshold is not None
 
 
 def test_training_lowers_the_loss_and_without_dev_clusters_keeps_the_last_epoch(tiny_base: Path,
@@ -364,7 +347,7 @@ def test_training_lowers_the_loss_and_without_dev_clusters_keeps_the_last_epoch(
     before = pair_loss(MentionEncoder.from_base(str(tiny_base), args.clusterer_config()), no_dev)
     messages: list[str] = []
     summary = train_clusterer(no_dev, tmp_path / "model", args, log=messages.append)
-    assert summary.best_epoch == 4 and summary.threshold is None
+    assert summary.best_epoch == 4 and summary.extras.threshold is None
     assert any("no dev clusters" in m for m in messages)
     encoder = MentionEncoder.load(tmp_path / "model")
     assert encoder.config.threshold is None

@@ -1,14 +1,14 @@
 """Never lose or corrupt the user's data: outputs that would overwrite an input
-are refused, outputs are checked before any work, two processes never write one output, an
-interrupted training resumes to exactly the uninterrupted result (also after Ctrl-C in the middle
-of a step), what a killed run left is cleaned up, and a missing model folder says so.
+are refused, outputs are checked before any work, two processes never write one output, what a
+killed run left is cleaned up, and a missing model folder says so. (That an interrupted training
+resumes to exactly the uninterrupted result is tested once for the loop, in test_training_loop.py,
+and once per trainer, in test_dense_train.py, test_reader.py and test_cluster_encoder.py.)
 
 Tiny random BERTs and the tiny news corpus of test_dense_train.py; no Java unless marked."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -290,7 +290,7 @@ def test_two_dense_indexings_into_one_index(tiny_dataset: Path, tiny_base: Path,
     assert sorted(p.name for p in index.iterdir()) == ["dense"]
 
 
-# --- 5. leftovers of killed runs ------------------------------------------------------------------------
+# --- 4. leftovers of killed runs -------------------------------------------------------------------------
 
 
 def test_leftovers_of_a_killed_run_are_cleaned_by_the_next_run(news_corpus: Any, tmp_path: Path) -> None:
@@ -334,101 +334,7 @@ def test_a_kill_between_the_two_renames_restores_the_previous_output(tmp_path: P
     assert clean_stale_temporaries(tmp_path / "index") == []
 
 
-# --- 4. Ctrl-C in the middle of a step resumes exactly --------------------------------------------------
-
-
-class Interrupt:
-    """Wraps a function called inside a training step; on its ``at``-th call (after the real call,
-    so the step has drawn its dropout masks) raises KeyboardInterrupt, as Ctrl-C would."""
-
-    def __init__(self, func: Any, at: int) -> None:
-        self.func, self.at, self.calls = func, at, 0
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        value = self.func(*args, **kwargs)
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-        return value
-
-
-def assert_same_weights(a: dict[str, Any], b: dict[str, Any]) -> None:
-    import torch
-
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
-
-
-def retriever_weights(folder: Path) -> dict[str, Any]:
-    from corefsearch.dense.model import BiEncoder
-
-    model = BiEncoder.load(folder)
-    return {f"{side}.{k}": v for side, encoder in (("q", model.query_encoder), ("p", model.passage_encoder))
-            for k, v in encoder.model.state_dict().items()}
-
-
-def test_retriever_interrupted_mid_step_resumes_to_the_same_weights(tiny_base: Path, tiny_dataset: Path,
-                                                                     tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import corefsearch.dense.train as train
-
-    args = test_dense_train.tiny_args(tiny_base, epochs=2)
-    whole = tmp_path / "whole"
-    train.train_retriever(tiny_dataset, whole, args, checkpoint_every=0, log=lambda _: None)
-
-    out = tmp_path / "resumed"
-    # Step 5 (epoch 1 has 6 steps): interrupted after its forward pass, before the update.
-    monkeypatch.setattr(train, "in_batch_nll", Interrupt(train.in_batch_nll, 5))
-    with pytest.raises(KeyboardInterrupt):
-        train.train_retriever(tiny_dataset, out, args, checkpoint_every=0, log=lambda _: None)
-    monkeypatch.undo()
-    work = work_dir_for(out)
-    assert (work / "checkpoint.pt").exists() and not out.exists()
-    # A checkpoint a killed process was writing: removed when the run resumes.
-    (work / ".checkpoint.pt.q1w2e3r4.tmp").write_bytes(b"half a checkpoint")
-    seen: list[list[str]] = []
-    summary = train.train_retriever(tiny_dataset, out, args, checkpoint_every=0, log=lambda _: None,
-                                    on_step=lambda *_: seen.append([p.name for p in work.iterdir()]))
-    assert summary.resumed_from_step == 4 and summary.steps_run == summary.total_steps - 4
-    assert seen and all(".checkpoint.pt.q1w2e3r4.tmp" not in names for names in seen)
-    assert_same_weights(retriever_weights(out), retriever_weights(whole))
-
-
-def test_reader_interrupted_mid_step_resumes_to_the_same_weights(tiny_base: Path, tiny_dataset: Path,
-                                                                  tiny_run: Path, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import corefsearch.reader.train as train
-    from corefsearch.reader.model import CrossEncoderReader
-
-    args = test_reader.tiny_args(tiny_base, epochs=2, dev_max_queries=3)
-    whole = tmp_path / "whole"
-    train.train_reader(tiny_dataset, tiny_run, whole, args, checkpoint_every=0, log=lambda _: None)
-
-    out = tmp_path / "resumed"
-    # Two examples a step: the 8th call is the second example of step 4.
-    monkeypatch.setattr(train, "example_loss", Interrupt(train.example_loss, 8))
-    with pytest.raises(KeyboardInterrupt):
-        train.train_reader(tiny_dataset, tiny_run, out, args, checkpoint_every=0, log=lambda _: None)
-    monkeypatch.undo()
-    summary = train.train_reader(tiny_dataset, tiny_run, out, args, checkpoint_every=0, log=lambda _: None)
-    assert summary.resumed_from_step == 3
-
-    def weights(folder: Path) -> dict[str, Any]:
-        reader = CrossEncoderReader.load(folder)
-        return {**{f"m.{k}": v for k, v in reader.model.state_dict().items()},
-                **{f"h.{k}": v for k, v in reader.head.state_dict().items()}}
-
-    assert_same_weights(weights(out), weights(whole))
-
-    def curve(folder: Path) -> list[dict[str, Any]]:
-        entries = json.loads((folder / "dev_curve.json").read_text())
-        return [{k: v for k, v in entry.items() if k != "seconds"} for entry in entries]
-
-    assert curve(out) == curve(whole)
-
-
-# --- 6. a missing model folder ------------------------------------------------------------------------
+# --- 5. a missing model folder -------------------------------------------------------------------------
 
 
 def test_a_missing_model_folder_names_the_option(tiny_dataset: Path, tiny_run: Path, tmp_path: Path,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tiny_models import save_tiny_bert
+from training_helpers import Interrupt, assert_same_model
 from typer.testing import CliRunner
 
 from corefsearch.dense.examples import (
@@ -290,61 +291,30 @@ def test_training_lowers_the_loss_and_writes_a_loadable_model(tiny_base: Path, t
         train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=4))
 
 
-def test_an_interrupted_run_resumes_from_its_checkpoint(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:
-    args = tiny_args(tiny_base, epochs=2)
-    reference = train_retriever(tiny_dataset, tmp_path / "reference", args, checkpoint_every=4)
+def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_model(tiny_base: Path, tiny_dataset: Path,
+                                                                      tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retriever's resume test (the loop's contract is test_training_loop.py's): Ctrl-C inside
+    step 5 (after its forward pass), then the same command again, ends with the very same folder."""
+    import corefsearch.dense.train as train
 
-    def crash(step: int, loss: float) -> None:
-        if step == 5:
-            raise RuntimeError("simulated crash")
+    args = tiny_args(tiny_base, epochs=2)
+    whole = train_retriever(tiny_dataset, tmp_path / "whole", args, log=lambda _: None)
 
     out = tmp_path / "resumed"
-    with pytest.raises(RuntimeError, match="simulated"):
-        train_retriever(tiny_dataset, out, args, checkpoint_every=4, on_step=crash)
+    monkeypatch.setattr(train, "in_batch_nll", Interrupt(train.in_batch_nll, 5))
+    with pytest.raises(KeyboardInterrupt):
+        train_retriever(tiny_dataset, out, args, log=lambda _: None)
+    monkeypatch.undo()
     assert not out.exists() and (work_dir_for(out) / "checkpoint.pt").exists()
 
     messages: list[str] = []
-    summary = train_retriever(tiny_dataset, out, args, checkpoint_every=4, log=messages.append)
-    assert summary.resumed_from_step == 4 and summary.steps_run == reference.total_steps - 4
-    assert summary.total_steps == reference.total_steps == 12
-    assert any("Resuming" in m and "step 4 " in m for m in messages)
-    assert [e["step"] for e in summary.dev_curve] == [e["step"] for e in reference.dev_curve] == [0, 6, 12]
-    for ours, theirs in zip(summary.dev_curve, reference.dev_curve, strict=True):
-        for key in ("loss", "MRR@10", "R@100"):
-            assert ours[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-6) if theirs[key] is not None \
-                else ours[key] is None
-    assert json.loads((out / "dev_curve.json").read_text())[-1]["step"] == 12
+    summary = train_retriever(tiny_dataset, out, args, log=messages.append)
+    assert summary.resumed_from_step == 4 and summary.steps_run == whole.total_steps - 4 == 8
+    assert any(m.startswith("Resuming the interrupted run") and "from step 4 of 12" in m for m in messages)
+    assert [e["step"] for e in summary.dev_curve] == [e["step"] for e in whole.dev_curve] == [0, 6, 12]
+    assert_same_model(out, tmp_path / "whole")
     assert not work_dir_for(out).exists()
-
-
-def test_ctrl_c_saves_a_checkpoint_at_the_step_reached(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:
-    args = tiny_args(tiny_base, epochs=1, max_steps=5)
-
-    def interrupt(step: int, loss: float) -> None:
-        if step == 3:
-            raise KeyboardInterrupt
-
-    out = tmp_path / "model"
-    with pytest.raises(KeyboardInterrupt):
-        train_retriever(tiny_dataset, out, args, checkpoint_every=0, on_step=interrupt)
-    summary = train_retriever(tiny_dataset, out, args, checkpoint_every=0)
-    assert summary.resumed_from_step == 3 and summary.steps_run == 2 and summary.total_steps == 5
-    assert [e["step"] for e in summary.dev_curve] == [0, 5]
-
-
-def test_a_leftover_run_with_other_settings_is_refused_unless_overwrite(tiny_base: Path, tiny_dataset: Path,
-                                                                       tmp_path: Path) -> None:
-    out = tmp_path / "model"
-
-    def crash(step: int, loss: float) -> None:
-        raise RuntimeError("stop")
-
-    with pytest.raises(RuntimeError):
-        train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1), checkpoint_every=1, on_step=crash)
-    with pytest.raises(InputError, match="--lr"):
-        train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, lr=5e-4))
-    summary = train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, lr=5e-4), overwrite=True)
-    assert summary.resumed_from_step is None and summary.steps_run == 6
 
 
 def test_without_dev_queries_the_last_epoch_is_kept(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory,
@@ -373,7 +343,7 @@ def test_bm25_hard_negatives_from_the_index(tiny_base: Path, tiny_dataset: Path,
     assert record["index"] == str((tmp_path / "index").resolve())
     # BM25 finds few non-relevant passages in so small a corpus (the query is the mention and its
     # named entities), but some.
-    assert 1 <= record["counts"]["queries_with_hard_negatives"] <= summary.train_queries == 16
+    assert 1 <= record["counts"]["queries_with_hard_negatives"] <= summary.extras.train_queries == 16
 
 
 def test_cli_trains_and_prints_the_dev_curve(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 import test_dense_train
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from training_helpers import Interrupt, assert_same_model
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -292,40 +293,37 @@ def test_train_reader_writes_a_loadable_reader(tiny_base: Path, tiny_dataset: Pa
     curve = json.loads((out / "dev_curve.json").read_text())
     assert [e["epoch"] for e in curve] == [0, 1] and "MRR@10" in curve[1]
     record = json.loads((out / "training_args.json").read_text())
-    assert record["options"]["head"] == "integrated" and record["counts"]["train_queries"] == summary.train_queries
+    assert record["options"]["head"] == "integrated"
+    assert record["counts"]["train_queries"] == summary.extras.train_queries
     assert not work_dir_for(out).exists()
     Reader.load(out, device="cpu")
     with pytest.raises(InputError, match="already exists"):
         train_reader(tiny_dataset, tiny_run, out, tiny_args(tiny_base), log=lambda _: None)
 
 
-def test_resumed_training_ends_like_an_uninterrupted_one(tiny_base: Path, tiny_dataset: Path, tiny_run: Path,
-                                                        tmp_path: Path) -> None:
+def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_reader(tiny_base: Path, tiny_dataset: Path,
+                                                                       tiny_run: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's resume test (the loop's contract is test_training_loop.py's): Ctrl-C inside step
+    4 (two examples a step: the 8th example loss is its second), then the same command again, ends
+    with the very same folder."""
+    import corefsearch.reader.train as train
+
     args = tiny_args(tiny_base, epochs=2, dev_max_queries=3)
     whole = tmp_path / "whole"
     train_reader(tiny_dataset, tiny_run, whole, args, log=lambda _: None)
 
-    def interrupt(step: int, _loss: float) -> None:
-        if step == 3:
-            raise KeyboardInterrupt
-
     resumed = tmp_path / "resumed"
+    monkeypatch.setattr(train, "example_loss", Interrupt(train.example_loss, 8))
     with pytest.raises(KeyboardInterrupt):
-        train_reader(tiny_dataset, tiny_run, resumed, args, checkpoint_every=2, on_step=interrupt,
-                     log=lambda _: None)
+        train_reader(tiny_dataset, tiny_run, resumed, args, log=lambda _: None)
+    monkeypatch.undo()
     assert work_dir_for(resumed).exists() and not resumed.exists()
     messages: list[str] = []
-    summary = train_reader(tiny_dataset, tiny_run, resumed, args, checkpoint_every=2, log=messages.append)
-    assert summary.resumed_from_step == 3
-    assert any("Resuming" in m for m in messages)
-    a = Reader.load(whole, device="cpu").read(a_query(), PASSAGES)
-    b = Reader.load(resumed, device="cpu").read(a_query(), PASSAGES)
-    assert [(h.passage_id, round(h.score, 4)) for h in a] == [(h.passage_id, round(h.score, 4)) for h in b]
-    # A leftover run with other settings is not silently resumed.
-    with pytest.raises(KeyboardInterrupt):
-        train_reader(tiny_dataset, tiny_run, tmp_path / "third", args, on_step=interrupt, log=lambda _: None)
-    with pytest.raises(InputError, match="other settings"):
-        train_reader(tiny_dataset, tiny_run, tmp_path / "third", replace(args, lr=5e-4), log=lambda _: None)
+    summary = train_reader(tiny_dataset, tiny_run, resumed, args, log=messages.append)
+    assert summary.resumed_from_step == 3 and summary.steps_run == summary.total_steps - 3
+    assert any(m.startswith("Resuming the interrupted run") for m in messages)
+    assert_same_model(resumed, whole)
 
 
 def test_train_reader_needs_train_queries_in_the_run(tiny_base: Path, tiny_dataset: Path, tmp_path: Path) -> None:

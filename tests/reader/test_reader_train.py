@@ -161,7 +161,7 @@ def recipe_reader(tiny_base: Path, tiny_dataset: Path, tiny_run: Path,
         "--span-weight", "0.25", "--ranking-loss", "softmax+pairwise", "--threads", "1"])
     assert result.exit_code == 0, result.output
     record = json.loads((out / "training_args.json").read_text())
-    expected = {k: v for k, v in asdict(args).items() if k not in ("device", "threads", "log_every")}
+    expected = {k: v for k, v in asdict(args).items() if k not in ReaderTrainingArguments.run_only}
     assert record["options"] == expected
     return out, result.output
 
@@ -207,7 +207,7 @@ def test_train_reader_without_dev_queries_records_reader(tiny_base: Path, tiny_d
                                   if line.split()[0] not in dev_ids))
     out = tmp_path / "reader"
     summary = train_reader(tiny_dataset, train_only, out, tiny_args(tiny_base, max_steps=1), log=lambda _: None)
-    assert (summary.fusion, summary.fusion_dev) == ("reader", None)
+    assert (summary.extras.fusion, summary.extras.fusion_dev) == ("reader", None)
     assert json.loads((out / "training_args.json").read_text())["fusion"]["chosen"] == "reader"
     assert json.loads((out / READER_CONFIG).read_text())["fusion"] == "reader"
 

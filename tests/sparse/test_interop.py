@@ -268,7 +268,7 @@ def front_matter(card: str) -> dict[str, Any]:
     return yaml.safe_load(card.split("---\n")[1])
 
 
-def test_a_resumed_retriever_has_a_model_card_with_its_options_and_dev_curve(tiny_base: Path, tiny_dataset: Path,
+def test_a_trained_retriever_has_a_model_card_with_its_options_and_dev_curve(tiny_base: Path, tiny_dataset: Path,
                                                                              tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
@@ -276,17 +276,7 @@ def test_a_resumed_retriever_has_a_model_card_with_its_options_and_dev_curve(tin
 
     out = tmp_path / "retriever"
     args = replace(test_dense_train.tiny_args(tiny_base), epochs=1, max_steps=2, lr=3e-4)
-
-    def crash(step: int, loss: float) -> None:
-        if step == 2:
-            raise RuntimeError("simulated crash")
-
-    with pytest.raises(RuntimeError, match="simulated"):
-        train_retriever(tiny_dataset, out, args, checkpoint_every=1, on_step=crash, log=lambda _: None)
-    assert not out.exists()
-    # The card is written when the resumed run completes the folder.
-    summary = train_retriever(tiny_dataset, out, args, checkpoint_every=1, log=lambda _: None)
-    assert summary.resumed_from_step == 1
+    train_retriever(tiny_dataset, out, args, log=lambda _: None)
     card = (out / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)
     assert meta["library_name"] == "sentence-transformers" and "corefsearch" in meta["tags"]

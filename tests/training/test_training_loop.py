@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,14 +115,15 @@ def assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
         assert torch.equal(a[name], b[name]), name
 
 
-def run(task: Regression, out: Path, *, epochs: int = 3, log: Log | None = None, **options: Any) -> LoopResult:
+def run(task: Regression, out: Path, *, epochs: int = 3, log: Log | None = None,
+        on_step: Callable[[int, float], None] | None = None, **options: Any) -> LoopResult:
     work_log = log or (lambda _: None)
     from corefsearch.training.checkpoint import WorkDir
 
     work = WorkDir(out)
     claim_work_dir(work, {"kind": "toy", "options": {"epochs": epochs, **options}}, False, work_log)
     return train_loop(task, work, out, LoopOptions(epochs=epochs, warmup=0.2, log_every=0, **options),
-                      log=work_log)
+                      log=work_log, on_step=on_step)
 
 
 def curve(result_or_out: LoopResult | Path) -> list[dict[str, Any]]:
@@ -165,35 +167,33 @@ def test_the_dev_metric_really_tracks_training(tmp_path: Path) -> None:
     assert result.dev_curve[result.best_epoch]["score"] == max(scores[1:])
 
 
-@pytest.mark.parametrize(("checkpoint_every", "between_steps", "resumed_from"),
-                         [(0, 7, 7), (3, 7, 7), (0, None, 6), (4, None, 6)])
-def test_a_resumed_run_ends_like_an_uninterrupted_one(tmp_path: Path, checkpoint_every: int,
-                                                      between_steps: int | None, resumed_from: int) -> None:
+@pytest.mark.parametrize(("checkpoint_every", "how", "resumed_from"),
+                         [(0, "ctrl-c", 7), (3, "ctrl-c", 7), (0, "ctrl-c mid-step", 6), (4, "ctrl-c mid-step", 6),
+                          (3, "crash", 6)])
+def test_a_resumed_run_ends_like_an_uninterrupted_one(tmp_path: Path, checkpoint_every: int, how: str,
+                                                      resumed_from: int) -> None:
+    """The loop's resume contract, which every trainer inherits (each has one test of its own that
+    it holds for it). Ctrl-C right after step 7 checkpoints step 7; Ctrl-C in the middle of step 7
+    (after its forward pass) checkpoints step 6, the last completed one; a crash (any other error)
+    after step 7 leaves the last checkpoint written before it (step 6, by ``checkpoint_every`` 3).
+    Rerun, the run ends after the same 15 steps with the same weights and dev curve."""
     whole = Regression()
     run(whole, tmp_path / "whole", checkpoint_every=checkpoint_every)
 
     out = tmp_path / "resumed"
-    if between_steps is not None:  # Ctrl-C right after step 7
-        first = Regression()
+    work = work_dir_for(out)
+    if how == "ctrl-c mid-step":
+        with pytest.raises(Interrupted):
+            run(Regression(interrupt_at_loss=7), out, checkpoint_every=checkpoint_every)
+    else:
+        error = Interrupted if how == "ctrl-c" else RuntimeError
 
         def interrupt(step: int, _loss: float) -> None:
-            if step == between_steps:
-                raise Interrupted
+            if step == 7:
+                raise error
 
-        work = work_dir_for(out)
-        from corefsearch.training.checkpoint import WorkDir
-
-        claim_work_dir(WorkDir(out), {"kind": "toy", "options": {"epochs": 3, "checkpoint_every": checkpoint_every}},
-                       False, lambda _: None)
-        with pytest.raises(Interrupted):
-            train_loop(first, WorkDir(out), out, LoopOptions(epochs=3, warmup=0.2, log_every=0,
-                                                             checkpoint_every=checkpoint_every),
-                       log=lambda _: None, on_step=interrupt)
-    else:  # Ctrl-C in the middle of step 7 (after its forward pass): the checkpoint is of step 6
-        first = Regression(interrupt_at_loss=7)
-        with pytest.raises(Interrupted):
-            run(first, out, checkpoint_every=checkpoint_every)
-        work = work_dir_for(out)
+        with pytest.raises(error):
+            run(Regression(), out, checkpoint_every=checkpoint_every, on_step=interrupt)
     assert (work / "checkpoint.pt").exists() and not out.exists()
 
     messages: list[str] = []

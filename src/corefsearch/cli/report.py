@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from corefsearch.dense.indexing import DenseIndexSummary
     from corefsearch.engine import AdhocResult
     from corefsearch.sparse.index import IndexSummary
+    from corefsearch.training import TrainingSummary
 
 
 def print_build_summary(summary: BuildSummary, console: Console) -> None:
@@ -193,3 +194,78 @@ def print_search_summary(summary: Any, console: Console) -> None:
     console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
                   f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
                   markup=False)
+
+
+# --- train retriever | reader | clusterer ----------------------------------------------------------------------
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def _tau(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"
+
+
+def _dev_columns(kind: str) -> tuple[str, str, list[tuple[str, str, Any]]]:
+    """A trainer's dev curve table: its title, the label of epoch 0 and its metric columns
+    ``(header, dev curve key, format)``."""
+    if kind == "retriever":
+        from corefsearch.dense.train import DEV_METRICS
+
+        return "Retriever", "0", [(metric, metric, _number) for metric in DEV_METRICS]
+    if kind == "reader":
+        from corefsearch.reader.train import RRF_METRIC, SELECTION_METRIC
+
+        return "Reader", "retriever", [(SELECTION_METRIC, SELECTION_METRIC, _number), (RRF_METRIC, RRF_METRIC, _number)]
+    from corefsearch.cluster.train import SELECTION_METRIC as CONLL
+
+    return "Mention encoder", "untrained", [(CONLL, CONLL, _number), ("τ", "threshold", _tau)]
+
+
+def print_training_summary(summary: TrainingSummary[Any], console: Console) -> None:
+    """The dev curve as a table (the kept epoch starred), then what was trained, how fast, what was
+    kept and where it went; for a reader the fusion it recorded."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title, epoch0, metrics = _dev_columns(summary.kind)
+    if summary.dev_curve:
+        table = Table(title=Text(f"{title} {summary.out}"))
+        for column in ("epoch", "step", "loss", *(header for header, _, _ in metrics), "seconds"):
+            table.add_column(column, justify="right")
+        for entry in summary.dev_curve:
+            label = epoch0 if entry["epoch"] == 0 else str(entry["epoch"])
+            table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
+                          _number(entry.get("loss")), *(show(entry.get(key)) for _, key, show in metrics),
+                          f"{entry.get('seconds', 0):.0f}")
+        console.print(table)
+    extras = summary.extras
+    speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
+    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
+    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
+    if summary.kind == "retriever":
+        trained_on = f"{extras.train_queries:,} queries ({extras.examples_per_epoch:,} examples per epoch)"
+    elif summary.kind == "reader":
+        trained_on = f"{extras.train_queries:,} queries"
+    else:
+        trained_on = f"{extras.train_pairs:,} pairs of {extras.train_mentions:,} mentions"
+        kept += f", τ {extras.threshold:g}" if extras.threshold is not None else ", no τ (no dev clusters)"
+    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {trained_on}{speed}. Kept {kept}; "
+                       f"wrote {summary.out}."))
+    if summary.kind == "reader":
+        _print_fusion(extras.fusion, extras.fusion_dev, console)
+
+
+def _print_fusion(fusion: str, dev: dict[str, float] | None, console: Console) -> None:
+    from rich.text import Text
+
+    from corefsearch.reader.train import SELECTION_METRIC
+
+    if dev is not None:
+        console.print(Text(f"Fusion: {fusion} (dev {SELECTION_METRIC} {dev['reader']:.4f} by the reader's "
+                           f"score alone, {dev['rrf']:.4f} fused with the run's ranks by RRF); `search --reader` "
+                           "uses it unless --rerank-fusion says otherwise."))
+    else:
+        console.print(Text(f"Fusion: {fusion} (no dev queries to choose by); `search --reader` uses it "
+                           "unless --rerank-fusion says otherwise."))

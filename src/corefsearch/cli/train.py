@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.cli.report import print_training_summary
 
 # --- corefsearch train ... ----------------------------------------------------------------------------
 
@@ -58,16 +59,15 @@ def train_retriever_command(
     overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
 ) -> None:
     """Train the mention-aware DPR bi-encoder; resumes an interrupted run of the same command."""
-    from corefsearch.dense.train import RetrieverTrainingArguments, print_training_summary, train_retriever
+    from corefsearch.dense.train import RetrieverTrainingArguments, train_retriever
 
     args = RetrieverTrainingArguments(
         base_model=base_model, shared_encoder=shared_encoder, markers=markers, pooling=pooling, epochs=epochs,
         batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup, max_query_len=max_query_len,
         max_passage_len=max_passage_len, hard_negatives=hard_negatives, positives_per_query=positives_per_query,
         seed=seed, max_steps=max_steps, device=device, dev_max_queries=dev_max_queries, threads=threads,
-        log_every=log_every)
+        log_every=log_every, checkpoint_every=checkpoint_every)
     summary = train_retriever(dataset, out, args, index=index, overwrite=overwrite,
-                              checkpoint_every=checkpoint_every,
                               log=lambda message: err_console.print(message, markup=False, highlight=False))
     print_training_summary(summary, console)
 
@@ -119,7 +119,7 @@ def train_reader_command(
     overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
 ) -> None:
     """Train a reader that re-ranks retrieved passages and marks the coreferring span; resumable."""
-    from corefsearch.reader.train import ReaderTrainingArguments, print_reader_summary, train_reader
+    from corefsearch.reader.train import ReaderTrainingArguments, train_reader
 
     args = ReaderTrainingArguments(
         head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
@@ -127,10 +127,10 @@ def train_reader_command(
         span_weight=span_weight, ranking_loss=ranking_loss, max_length=max_length, max_query_len=max_query_len,
         doc_stride=doc_stride, max_span_len=max_span_len, hidden=hidden, seed=seed, max_steps=max_steps,
         max_train_queries=max_train_queries, device=device, dev_max_queries=dev_max_queries,
-        dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every)
-    summary = train_reader(dataset, run, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
+        dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every, checkpoint_every=checkpoint_every)
+    summary = train_reader(dataset, run, out, args, overwrite=overwrite,
                            log=lambda message: err_console.print(message, markup=False, highlight=False))
-    print_reader_summary(summary, console)
+    print_training_summary(summary, console)
 
 
 @train_app.command("clusterer")
@@ -165,15 +165,15 @@ def train_clusterer_command(
     overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
 ) -> None:
     """Train the contrastive mention encoder for `cluster --method encoder`; resumable."""
-    from corefsearch.cluster.train import ClustererTrainingArguments, print_clusterer_summary, train_clusterer
+    from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
 
     args = ClustererTrainingArguments(
         base_model=base_model, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr, margin=margin,
         negatives_per_positive=negatives_per_positive, max_positives_per_cluster=max_positives_per_cluster,
         hard_negatives_k=hard_negatives_k, scope=scope, seed=seed, max_steps=max_steps, device=device,
-        threads=threads, log_every=log_every)
-    summary = train_clusterer(dataset, out, args, overwrite=overwrite, checkpoint_every=checkpoint_every,
+        threads=threads, log_every=log_every, checkpoint_every=checkpoint_every)
+    summary = train_clusterer(dataset, out, args, overwrite=overwrite,
                               log=lambda message: err_console.print(message, markup=False, highlight=False))
-    print_clusterer_summary(summary, console)
+    print_training_summary(summary, console)
 
 

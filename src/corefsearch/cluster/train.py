@@ -25,18 +25,15 @@ mention encoder (``model.py``), ``training_args.json``, ``dev_curve.json`` and a
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import platform
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from corefsearch import __version__
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
@@ -45,41 +42,34 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file, write_json
-from corefsearch.models import check_model_folder, resolve_device
 from corefsearch.training import (
+    TRAINING_ARGS_FILE,
     Log,
-    LoopOptions,
     LoopResult,
+    Run,
+    TrainingArguments,
+    TrainingSummary,
     TrainingTask,
-    claim_work_dir,
-    default_log,
-    resolve_log_every,
-    seed_everything,
-    set_threads,
-    train_loop,
+    at_least_one,
+    not_negative,
+    one_of,
+    positive,
+    start_run,
 )
-from corefsearch.training.checkpoint import WorkDir
 
 if TYPE_CHECKING:
     import torch
-    from rich.console import Console
 
-TRAINING_ARGS_FILE = "training_args.json"
 SELECTION_METRIC = "CoNLL F1"
 TRAIN_SCOPES = ("topic", "predicted-topic")
 
 
 @dataclass
-class ClustererTrainingArguments:
-    """Every option of ``corefsearch train clusterer`` with its default."""
+class ClustererTrainingArguments(TrainingArguments):
+    """Every option of ``corefsearch train clusterer`` with its default (shared ones: :class:`TrainingArguments`)."""
 
-    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
-    epochs: int = 3
     batch_size: int = 32  # pairs per optimizer step
-    lr: float = 2e-5
     head_lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup: float = 0.1
     margin: float = DEFAULT_MARGIN
     negatives_per_positive: float = 3.0
     max_positives_per_cluster: int = 200
@@ -88,65 +78,39 @@ class ClustererTrainingArguments:
     mlp_hidden: int = 1024
     mlp_out: int = 1024
     max_length: int = 128
-    seed: int = 13
-    max_steps: int | None = None
-    device: str = "auto"
-    threads: int | None = None
-    log_every: int | None = None
     encode_batch_size: int = 64  # mentions per batch when encoding (hard negatives, dev)
 
+    kind = "clusterer"
+    run_only = (*TrainingArguments.run_only, "encode_batch_size")
+    options_order = ("base_model", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup", "margin",
+                     "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k", "scope",
+                     "mlp_hidden", "mlp_out", "max_length", "seed", "max_steps")
+
     def validate(self) -> None:
-        for option, value in {"--epochs": self.epochs, "--batch-size": self.batch_size,
-                              "--max-positives-per-cluster": self.max_positives_per_cluster,
-                              "--encode-batch-size": self.encode_batch_size}.items():
-            if value < 1:
-                raise InputError(f"{option} must be at least 1, got {value}")
-        for option, optional in {"--max-steps": self.max_steps, "--threads": self.threads}.items():
-            if optional is not None and optional < 1:
-                raise InputError(f"{option} must be at least 1, got {optional}")
-        if self.hard_negatives_k < 0:
-            raise InputError(f"--hard-negatives-k must not be negative, got {self.hard_negatives_k}")
+        super().validate()
+        at_least_one({"--max-positives-per-cluster": self.max_positives_per_cluster,
+                      "--encode-batch-size": self.encode_batch_size})
+        not_negative({"--hard-negatives-k": self.hard_negatives_k})
         if not (self.negatives_per_positive >= 0 and math.isfinite(self.negatives_per_positive)):
             raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
-        if not self.lr > 0 or not self.head_lr > 0:
-            raise InputError(f"--lr and --head-lr must be positive, got {self.lr} and {self.head_lr}")
-        if not self.margin > 0:
-            raise InputError(f"--margin must be positive, got {self.margin}")
-        if not 0 <= self.warmup < 1:
-            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
-        if not self.weight_decay >= 0:
-            raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
-        if self.scope not in TRAIN_SCOPES:
-            raise InputError(f"--scope must be one of {', '.join(TRAIN_SCOPES)} (the dev clustering that picks the "
-                             f"epoch and τ), got {self.scope!r}")
-        from corefsearch.models import check_device
-
-        check_device(self.device)
-        resolve_log_every(self.log_every)
+        positive({"--margin": self.margin})
+        one_of("--scope", self.scope, TRAIN_SCOPES, " (the dev clustering that picks the epoch and τ)")
         self.clusterer_config().validate()
+
+    def learning_rates(self) -> dict[str, float]:
+        return {"--lr": self.lr, "--head-lr": self.head_lr}
 
     def clusterer_config(self) -> ClustererConfig:
         return ClustererConfig(max_length=self.max_length, mlp_hidden=self.mlp_hidden, mlp_out=self.mlp_out)
 
 
 @dataclass
-class ClustererTrainingSummary:
-    out: Path
-    device: str
+class ClustererExtras:
+    """What :class:`~corefsearch.training.run.TrainingSummary` holds for the clusterer alone."""
+
     train_mentions: int
     train_pairs: int
-    steps_per_epoch: int
-    total_steps: int
-    steps_run: int
-    train_seconds: float
-    resumed_from_step: int | None
-    best_epoch: int | None
-    threshold: float | None
-    dev_curve: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def seconds_per_step(self) -> float | None:
-        return self.train_seconds / self.steps_run if self.steps_run else None
+    threshold: float | None  # τ of the kept epoch, saved with the model (None: no dev clusters)
 
 
 @dataclass
@@ -223,22 +187,6 @@ def dev_scores(encoder: MentionEncoder, dev: DevSet, batch_size: int) -> dict[st
     return {SELECTION_METRIC: round(best[0], 6), "threshold": best[1]}
 
 
-def _run_record(args: ClustererTrainingArguments, dataset: Dataset) -> dict[str, Any]:
-    import torch
-    import transformers
-
-    options = asdict(args)
-    for how_not_what in ("device", "threads", "log_every", "encode_batch_size"):
-        options.pop(how_not_what)
-    checksums = dataset.manifest.get("checksums", {})
-    clusters = dataset.root / "clusters.jsonl"
-    return {"kind": "corefsearch-clusterer-training", "options": options, "dataset": str(dataset.root.resolve()),
-            "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
-            "clusters_sha256": checksums.get("clusters.jsonl") or "sha256:" + sha256_file(clusters),
-            "versions": {"corefsearch": __version__, "torch": torch.__version__,
-                         "transformers": transformers.__version__, "python": platform.python_version()}}
-
-
 def _training_outputs(a: dict[str, Any]) -> list[Output]:
     args = a["args"] or ClustererTrainingArguments()
     return [Output(a["out"], "--out", "dir", {"DATASET": a["dataset_dir"],
@@ -247,29 +195,17 @@ def _training_outputs(a: dict[str, Any]) -> list[Output]:
 
 @writes_outputs(_training_outputs)
 def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArguments | None = None, *,
-                    overwrite: bool = False, checkpoint_every: int = 500, log: Log | None = None,
-                    on_step: Callable[[int, float], None] | None = None) -> ClustererTrainingSummary:
+                    overwrite: bool = False, log: Log | None = None,
+                    on_step: Callable[[int, float], None] | None = None) -> TrainingSummary[ClustererExtras]:
     """Train a mention encoder on the train clusters of ``dataset_dir`` (dev picks epoch and τ) into ``out``."""
     args = args or ClustererTrainingArguments()
-    args.validate()
-    set_threads(args.threads)
-    check_model_folder(args.base_model, "--base-model")
-    if checkpoint_every < 0:
-        raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
-    log = log or default_log
-    out = Path(out)
-    dataset = Dataset(dataset_dir)
-    if out.exists() and not overwrite:
-        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
-    device = resolve_device(args.device)
+    run, dataset = start_run(args, out, overwrite=overwrite, log=log, open_inputs=lambda: Dataset(dataset_dir))
     train = read_train(dataset.root)
-    dev = read_dev(dataset.root, args.scope, log)
-    work = WorkDir(out)
-    record = _run_record(args, dataset)
-    claim_work_dir(work, record, overwrite, log)
+    dev = read_dev(dataset.root, args.scope, run.log)
+    run.claim(dataset, {"clusters_sha256": dataset.manifest.get("checksums", {}).get("clusters.jsonl")
+                        or "sha256:" + sha256_file(dataset.root / "clusters.jsonl")})
 
-    seed_everything(args.seed)
-    encoder = MentionEncoder.from_base(args.base_model, args.clusterer_config(), device)
+    encoder = MentionEncoder.from_base(args.base_model, args.clusterer_config(), run.device)
     ids = [r.mention_id for r in train]
     neighbours: dict[str, list[str]] = {}
     if args.hard_negatives_k:
@@ -282,19 +218,12 @@ def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArgumen
     pairs = training_pairs(clusters, {r.mention_id: r.topic for r in train}, neighbours,
                            args.negatives_per_positive, args.max_positives_per_cluster, seed=args.seed)
     steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
-    log(f"{len(pairs):,} training pairs ({sum(p.label for p in pairs):,} positive) over {len(train):,} train "
-        f"mentions: {steps_per_epoch:,} steps per epoch.")
+    run.log(f"{len(pairs):,} training pairs ({sum(p.label for p in pairs):,} positive) over {len(train):,} train "
+            f"mentions: {steps_per_epoch:,} steps per epoch.")
     task = ClustererTask(encoder=encoder, args=args, records={r.mention_id: r for r in train}, pairs=pairs,
-                         dev=dev, steps_per_epoch=steps_per_epoch, log=log,
-                         record={**record, "device": device, "checkpoint_every": checkpoint_every},
-                         manifest=dataset.manifest, name=str(out))
-    options = LoopOptions(epochs=args.epochs, weight_decay=args.weight_decay, warmup=args.warmup,
-                          max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
-                          overwrite=overwrite)
-    result = train_loop(task, work, out, options, log=log, on_step=on_step)
-    return ClustererTrainingSummary(out, device, len(train), len(pairs), result.steps_per_epoch, result.total_steps,
-                                    result.steps_run, result.train_seconds, result.resumed_from_step,
-                                    result.best_epoch, task.saved_threshold, result.dev_curve)
+                         dev=dev, steps_per_epoch=steps_per_epoch, run=run)
+    result = run.train(task, on_step)
+    return run.summary(result, ClustererExtras(len(train), len(pairs), task.saved_threshold))
 
 
 def best_threshold(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> float | None:
@@ -310,10 +239,9 @@ class ClustererTask(TrainingTask):
 
     def __init__(self, *, encoder: MentionEncoder, args: ClustererTrainingArguments,
                  records: dict[str, MentionRecord], pairs: list[MentionPair], dev: DevSet | None,
-                 steps_per_epoch: int, log: Log, record: dict[str, Any], manifest: dict[str, Any], name: str) -> None:
-        self.encoder, self.args, self.records, self.pairs, self.dev, self.log = encoder, args, records, pairs, dev, log
-        self.steps_per_epoch = steps_per_epoch
-        self.record, self.manifest, self.name = record, manifest, name
+                 steps_per_epoch: int, run: Run) -> None:
+        self.encoder, self.args, self.records, self.pairs, self.dev = encoder, args, records, pairs, dev
+        self.steps_per_epoch, self.run, self.log = steps_per_epoch, run, run.log
         self.saved_threshold: float | None = None
 
     @property
@@ -363,40 +291,16 @@ class ClustererTask(TrainingTask):
     def save(self, folder: Path, result: LoopResult) -> None:
         self.saved_threshold = best_threshold(result.dev_curve, result.best_epoch) if self.has_dev else None
         self.encoder.config.threshold = self.saved_threshold
-        record = {**self.record, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "counts": {"train_mentions": len(self.records), "train_pairs": len(self.pairs),
-                             "positive_pairs": sum(p.label for p in self.pairs),
-                             "coreferent_pairs": coreferent_pairs([r.cluster_id for r in self.records.values()]),
-                             "dev_mentions": len(self.dev.records) if self.dev else 0,
-                             "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
-                  "best_epoch": result.best_epoch, "threshold": self.saved_threshold,
-                  "selection_metric": SELECTION_METRIC if self.has_dev else None}
+        record = self.run.finished_record(
+            counts={"train_mentions": len(self.records), "train_pairs": len(self.pairs),
+                    "positive_pairs": sum(p.label for p in self.pairs),
+                    "coreferent_pairs": coreferent_pairs([r.cluster_id for r in self.records.values()]),
+                    "dev_mentions": len(self.dev.records) if self.dev else 0,
+                    "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
+            best_epoch=result.best_epoch, threshold=self.saved_threshold,
+            selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.encoder.save(folder)
         write_json(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
-        write_model_card(folder, "clusterer", record, result.dev_curve, self.manifest, name=self.name)
-
-
-def print_clusterer_summary(summary: ClustererTrainingSummary, console: Console) -> None:
-    """The dev curve as a table, then where the encoder went, its τ and how fast it trained."""
-    from rich.table import Table
-    from rich.text import Text
-
-    if summary.dev_curve:
-        table = Table(title=Text(f"Mention encoder {summary.out}"))
-        for column in ("epoch", "step", "loss", SELECTION_METRIC, "τ", "seconds"):
-            table.add_column(column, justify="right")
-        for entry in summary.dev_curve:
-            label = "untrained" if entry["epoch"] == 0 else str(entry["epoch"])
-            loss, metric, tau = entry.get("loss"), entry.get(SELECTION_METRIC), entry.get("threshold")
-            table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
-                          "–" if loss is None else f"{loss:.4f}", "–" if metric is None else f"{metric:.4f}",
-                          "–" if tau is None else f"{tau:g}", f"{entry.get('seconds', 0):.0f}")
-        console.print(table)
-    speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
-    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
-    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
-    tau = f", τ {summary.threshold:g}" if summary.threshold is not None else ", no τ (no dev clusters)"
-    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_pairs:,} pairs of "
-                       f"{summary.train_mentions:,} mentions{speed}. Kept {kept}{tau}; wrote {summary.out}."))
+        write_model_card(folder, "clusterer", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -32,18 +32,14 @@ dataset and index, checksums, versions, counts) and ``OUT/dev_curve.json``
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import platform
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.encoder import POOLINGS
 from corefsearch.dense.examples import (
     StoredPassage,
     TrainingExample,
@@ -59,28 +55,25 @@ from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file, write_json
 from corefsearch.memory import release_memory
-from corefsearch.models import check_model_folder, resolve_device
 from corefsearch.schema import Query
 from corefsearch.training import (
+    TRAINING_ARGS_FILE,
     Log,
-    LoopOptions,
     LoopResult,
+    Run,
+    TrainingArguments,
+    TrainingSummary,
     TrainingTask,
-    claim_work_dir,
-    default_log,
-    resolve_log_every,
-    seed_everything,
-    set_threads,
-    train_loop,
+    at_least_one,
+    not_negative,
+    start_run,
 )
 from corefsearch.training.checkpoint import HARD_NEGATIVES_FILE, WorkDir
+from corefsearch.training.loop import metrics_text
 
 if TYPE_CHECKING:
     import torch
-    from rich.console import Console
 
-TRAINING_ARGS_FILE = "training_args.json"
-DEV_CURVE_FILE = "dev_curve.json"
 DEV_METRICS = ("MRR@10", "R@100")
 SELECTION_METRIC = "MRR@10"
 EVAL_BATCH_SIZE = 64
@@ -88,54 +81,31 @@ EVAL_BATCH_SIZE = 64
 
 
 @dataclass
-class RetrieverTrainingArguments:
-    """Every option of ``corefsearch train retriever`` with its default."""
+class RetrieverTrainingArguments(TrainingArguments):
+    """Every option of ``corefsearch train retriever`` with its default (shared ones: :class:`TrainingArguments`)."""
 
-    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    epochs: int = 5
+    batch_size: int = 16  # examples per batch (in-batch negatives)
+    lr: float = 1e-5
     shared_encoder: bool = False
     markers: bool = True
     pooling: str = "cls"
-    epochs: int = 5
-    batch_size: int = 16
-    lr: float = 1e-5
-    weight_decay: float = 0.01
-    warmup: float = 0.1
     max_query_len: int = 64
     max_passage_len: int = 180
     hard_negatives: int = 20
     positives_per_query: int | None = None  # None: every relevant passage (the paper)
-    seed: int = 13
-    max_steps: int | None = None
-    device: str = "auto"
     dev_max_queries: int | None = 500  # None: every dev query
-    threads: int | None = None  # torch CPU threads; None: torch's default
-    log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
+
+    kind = "retriever"
+    options_order = ("base_model", "shared_encoder", "markers", "pooling", "epochs", "batch_size", "lr",
+                     "weight_decay", "warmup", "max_query_len", "max_passage_len", "hard_negatives",
+                     "positives_per_query", "seed", "max_steps", "dev_max_queries")
 
     def validate(self) -> None:
-        if self.pooling not in POOLINGS:
-            raise InputError(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        positive = {"--epochs": self.epochs, "--batch-size": self.batch_size}
-        for option, value in positive.items():
-            if value < 1:
-                raise InputError(f"{option} must be at least 1, got {value}")
-        optional = {"--positives-per-query": self.positives_per_query, "--max-steps": self.max_steps,
-                    "--dev-max-queries": self.dev_max_queries, "--threads": self.threads}
-        for option, value in optional.items():
-            if value is not None and value < 1:
-                raise InputError(f"{option} must be at least 1, got {value}")
-        if not self.lr > 0:
-            raise InputError(f"--lr must be positive, got {self.lr}")
-        if not self.weight_decay >= 0:  # also refuses NaN
-            raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
-        from corefsearch.models import check_device
-
-        check_device(self.device)
-        if not 0 <= self.warmup < 1:
-            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
-        if self.hard_negatives < 0:
-            raise InputError(f"--hard-negatives must not be negative, got {self.hard_negatives}")
-        resolve_log_every(self.log_every)
-        self.retriever_config().validate()
+        super().validate()
+        at_least_one({"--positives-per-query": self.positives_per_query, "--dev-max-queries": self.dev_max_queries})
+        not_negative({"--hard-negatives": self.hard_negatives})
+        self.retriever_config().validate()  # --pooling, --max-query-len, --max-passage-len
 
     def retriever_config(self) -> RetrieverConfig:
         return RetrieverConfig(shared_encoder=self.shared_encoder, max_query_len=self.max_query_len,
@@ -143,22 +113,11 @@ class RetrieverTrainingArguments:
 
 
 @dataclass
-class TrainingSummary:
-    out: Path
-    device: str
+class RetrieverExtras:
+    """What :class:`~corefsearch.training.run.TrainingSummary` holds for the retriever alone."""
+
     train_queries: int
     examples_per_epoch: int
-    steps_per_epoch: int
-    total_steps: int
-    steps_run: int  # in this invocation
-    train_seconds: float  # the training steps of this invocation (no evaluation, no checkpoints)
-    resumed_from_step: int | None
-    best_epoch: int | None
-    dev_curve: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def seconds_per_step(self) -> float | None:
-        return self.train_seconds / self.steps_run if self.steps_run else None
 
 
 @dataclass
@@ -181,28 +140,17 @@ def _training_outputs(a: dict[str, Any]) -> list[Output]:
 
 @writes_outputs(_training_outputs)
 def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArguments | None = None,
-                    index: Path | None = None, *, overwrite: bool = False, checkpoint_every: int = 500,
-                    log: Log | None = None,
-                    on_step: Callable[[int, float], None] | None = None) -> TrainingSummary:
+                    index: Path | None = None, *, overwrite: bool = False, log: Log | None = None,
+                    on_step: Callable[[int, float], None] | None = None) -> TrainingSummary[RetrieverExtras]:
     """Train a retriever on ``dataset_dir`` (train split; dev for selection) into ``out``.
 
     ``index`` is a Lucene index of the dataset (``corefsearch index``) for BM25 hard
-    negatives. ``checkpoint_every`` steps (0: only at epoch ends) a checkpoint is written;
-    ``on_step(step, loss)`` is called after every optimizer step. See the module docstring for
-    how an interrupted run resumes.
+    negatives. ``on_step(step, loss)`` is called after every optimizer step. See the module
+    docstring for how an interrupted run resumes.
     """
     args = args or RetrieverTrainingArguments()
-    args.validate()
-    set_threads(args.threads)
-    check_model_folder(args.base_model, "--base-model")
-    if checkpoint_every < 0:
-        raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
-    log = log or default_log
-    out = Path(out)
-    dataset = Dataset(dataset_dir)
-    if out.exists() and not overwrite:
-        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
-    device = resolve_device(args.device)
+    run, dataset = start_run(args, out, overwrite=overwrite, log=log, open_inputs=lambda: Dataset(dataset_dir))
+    log = run.log
     if index is not None:
         from corefsearch.sparse.index import check_index_matches_dataset
 
@@ -215,10 +163,11 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     if not train_queries:
         raise InputError(f"{dataset.root} has no training queries with relevant passages "
                          f"({dataset.queries_path('train')}, {dataset.qrels_path('train')})")
-    work = WorkDir(out)
-    run_record = _run_record(args, dataset, index)
-    claim_work_dir(work, run_record, overwrite, log)
-    mined = _hard_negative_candidates(work, train_queries, relevant, args, index, log)
+    qrels_path = dataset.qrels_path("train")
+    run.claim(dataset, {"train_qrels_sha256": dataset.manifest.get("checksums", {}).get("qrels/train.txt") or (
+                            "sha256:" + sha256_file(qrels_path) if qrels_path.exists() else None),
+                        "index": str(Path(index).resolve()) if index is not None else None})
+    mined = _hard_negative_candidates(run.work, train_queries, relevant, args, index, log)
     dev_queries, dev_relevant = _dev_queries(dataset, args)
     needed = {pid for pids in relevant.values() for pid in pids} | {pid for pids in mined.values() for pid in pids}
     store, splits, dev = _read_passages(dataset, needed, dev_queries, dev_relevant)
@@ -234,22 +183,12 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     n_examples = examples_per_epoch(train_queries, relevant, args.positives_per_query)
 
     # --- model, then the loop ------------------------------------------------------------------------
-    seed_everything(args.seed)
-    model = BiEncoder.from_base(args.base_model, args.retriever_config(), device)
+    model = BiEncoder.from_base(args.base_model, args.retriever_config(), run.device)
     task = RetrieverTask(model=model, args=args, train_queries=train_queries, relevant=relevant,
                          hard_negatives=hard_negatives, store=store, dev=dev,
-                         steps_per_epoch=math.ceil(n_examples / args.batch_size), log=log,
-                         record={**run_record, "device": device, "checkpoint_every": checkpoint_every},
-                         manifest=dataset.manifest, name=str(out))
-    options = LoopOptions(epochs=args.epochs, weight_decay=args.weight_decay, warmup=args.warmup,
-                          max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
-                          overwrite=overwrite)
-    result = train_loop(task, work, out, options, log=log, on_step=on_step)
-    return TrainingSummary(out=out, device=device, train_queries=len(train_queries), examples_per_epoch=n_examples,
-                           steps_per_epoch=result.steps_per_epoch, total_steps=result.total_steps,
-                           steps_run=result.steps_run, train_seconds=result.train_seconds,
-                           resumed_from_step=result.resumed_from_step, best_epoch=result.best_epoch,
-                           dev_curve=result.dev_curve)
+                         steps_per_epoch=math.ceil(n_examples / args.batch_size), run=run)
+    result = run.train(task, on_step)
+    return run.summary(result, RetrieverExtras(train_queries=len(train_queries), examples_per_epoch=n_examples))
 
 
 class RetrieverTask(TrainingTask):
@@ -260,14 +199,12 @@ class RetrieverTask(TrainingTask):
 
     def __init__(self, *, model: BiEncoder, args: RetrieverTrainingArguments, train_queries: list[Query],
                  relevant: dict[str, list[str]], hard_negatives: dict[str, list[str]],
-                 store: dict[str, StoredPassage], dev: DevSet | None, steps_per_epoch: int, log: Log,
-                 record: dict[str, Any], manifest: dict[str, Any], name: str) -> None:
+                 store: dict[str, StoredPassage], dev: DevSet | None, steps_per_epoch: int, run: Run) -> None:
         self.model, self.args, self.train_queries, self.relevant = model, args, train_queries, relevant
-        self.hard_negatives, self.store, self.dev, self.log = hard_negatives, store, dev, log
+        self.hard_negatives, self.store, self.dev, self.run, self.log = hard_negatives, store, dev, run, run.log
         self.clusters = {pid: passage.clusters for pid, passage in store.items()}
         self.encoders = _unique_encoders(model)
         self.steps_per_epoch = steps_per_epoch
-        self.record, self.manifest, self.name = record, manifest, name
 
     @property
     def has_dev(self) -> bool:
@@ -287,7 +224,7 @@ class RetrieverTask(TrainingTask):
     def baseline(self) -> dict[str, Any] | None:
         assert self.dev is not None
         metrics = evaluate_dev(self.model, self.dev, self.args)
-        self.log(f"Before training: dev {_metrics_text(metrics)}.")
+        self.log(f"Before training: dev {metrics_text(metrics)}.")
         return metrics
 
     def dev_metrics(self) -> dict[str, float]:
@@ -309,50 +246,24 @@ class RetrieverTask(TrainingTask):
                 self.log(f"warning: the best trained epoch scores dev {SELECTION_METRIC} {result.best_score:.4f}, "
                          f"below the untrained model's {baseline:.4f}")
         dev = self.dev
-        record = {**self.record,
-                  "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "counts": {"train_queries": len(self.train_queries),
-                             "relevant_pairs": examples_per_epoch(self.train_queries, self.relevant, None),
-                             "queries_with_hard_negatives": sum(1 for pids in self.hard_negatives.values() if pids),
-                             "examples_per_epoch": examples_per_epoch(self.train_queries, self.relevant,
-                                                                      self.args.positives_per_query),
-                             "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps,
-                             "dev_queries": len(dev.queries) if dev else 0,
-                             "dev_passages": len(dev.passage_ids) if dev else 0},
-                  "best_epoch": result.best_epoch, "selection_metric": SELECTION_METRIC if dev else None}
+        record = self.run.finished_record(
+            counts={"train_queries": len(self.train_queries),
+                    "relevant_pairs": examples_per_epoch(self.train_queries, self.relevant, None),
+                    "queries_with_hard_negatives": sum(1 for pids in self.hard_negatives.values() if pids),
+                    "examples_per_epoch": examples_per_epoch(self.train_queries, self.relevant,
+                                                             self.args.positives_per_query),
+                    "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps,
+                    "dev_queries": len(dev.queries) if dev else 0,
+                    "dev_passages": len(dev.passage_ids) if dev else 0},
+            best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if dev else None)
         self.model.save(folder)
         write_json(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
-        write_model_card(folder, "retriever", record, curve, self.manifest, name=self.name)
+        write_model_card(folder, "retriever", record, curve, self.run.manifest, name=str(self.run.out))
 
 
 # --- pieces of the run -------------------------------------------------------------------------------
-
-
-def _run_record(args: RetrieverTrainingArguments, dataset: Dataset, index: Path | None) -> dict[str, Any]:
-    """What identifies a run: a checkpoint is resumed only when this is the same."""
-    import torch
-    import transformers
-
-    options = asdict(args)
-    for how_not_what in ("device", "threads", "log_every"):  # change how the run goes, not its result
-        options.pop(how_not_what)
-    checksums = dataset.manifest.get("checksums", {})
-    passages_sha = checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path)
-    qrels_path = dataset.qrels_path("train")
-    qrels_sha = checksums.get("qrels/train.txt") or (
-        "sha256:" + sha256_file(qrels_path) if qrels_path.exists() else None)
-    return {
-        "kind": "corefsearch-retriever-training",
-        "options": options,
-        "dataset": str(dataset.root.resolve()),
-        "passages_sha256": passages_sha,
-        "train_qrels_sha256": qrels_sha,
-        "index": str(Path(index).resolve()) if index is not None else None,
-        "versions": {"corefsearch": __version__, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "python": platform.python_version()},
-    }
 
 
 def _hard_negative_candidates(work: WorkDir, queries: Sequence[Query], relevant: dict[str, list[str]],
@@ -480,37 +391,3 @@ def exact_search(query_vectors: Any, passage_vectors: Any, passage_ids: Sequence
             results.append({passage_ids[i]: v for v, i in zip(row_values, row_indices, strict=True)
                             if v != float("-inf")})
     return results
-
-
-# --- output -------------------------------------------------------------------------------------------
-
-
-def _number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.4f}"
-
-
-def _metrics_text(metrics: dict[str, Any]) -> str:
-    return ", ".join(f"{m} {_number(metrics.get(m))}" for m in DEV_METRICS)
-
-
-def print_training_summary(summary: TrainingSummary, console: Console) -> None:
-    """The dev curve as a table, then where the model went and how fast it trained."""
-    from rich.table import Table
-    from rich.text import Text
-
-    if summary.dev_curve:
-        table = Table(title=Text(f"Retriever {summary.out}"))
-        for column in ("epoch", "step", "loss", *DEV_METRICS, "seconds"):
-            table.add_column(column, justify="right")
-        for entry in summary.dev_curve:
-            best = entry["epoch"] == summary.best_epoch
-            cells = [str(entry["epoch"]) + (" *" if best else ""), f"{entry['step']:,}", _number(entry.get("loss")),
-                     *(_number(entry.get(m)) for m in DEV_METRICS), f"{entry.get('seconds', 0):.0f}"]
-            table.add_row(*cells)
-        console.print(table)
-    speed = (f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else "")
-    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
-    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
-    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_queries:,} queries "
-                       f"({summary.examples_per_epoch:,} examples per epoch){speed}. Kept {kept}; "
-                       f"wrote {summary.out}."))

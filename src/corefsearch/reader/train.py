@@ -28,48 +28,41 @@ and ``dev_curve.json``.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import platform
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch import __version__
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file, write_json
-from corefsearch.models import check_model_folder, resolve_device
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
-from corefsearch.reader.model import HEADS, CrossEncoderReader, ReaderConfig, ReaderOutput
+from corefsearch.reader.model import CrossEncoderReader, ReaderConfig, ReaderOutput
 from corefsearch.reader.read import Reader
 from corefsearch.schema import Passage, Query
 from corefsearch.training import (
+    TRAINING_ARGS_FILE,
     Log,
-    LoopOptions,
     LoopResult,
+    Run,
+    TrainingArguments,
+    TrainingSummary,
     TrainingTask,
-    claim_work_dir,
-    default_log,
-    resolve_log_every,
-    seed_everything,
-    set_threads,
-    train_loop,
+    at_least_one,
+    finite_positive,
+    one_of,
+    start_run,
 )
-from corefsearch.training.checkpoint import WorkDir
 
 if TYPE_CHECKING:
     import torch
-    from rich.console import Console
 
     from corefsearch.reader.inputs import PairWindow
 
-TRAINING_ARGS_FILE = "training_args.json"
-DEV_CURVE_FILE = "dev_curve.json"
 SELECTION_METRIC = "MRR@10"
 RRF_METRIC = "MRR@10 rrf"  # the dev curve's MRR@10 of the reader's scores fused with the run's ranks
 RANKING_LOSSES = ("softmax", "softmax+pairwise")
@@ -77,18 +70,13 @@ PAIRWISE_MARGIN = 1.0  # softmax+pairwise: the positive should score this much a
 
 
 @dataclass
-class ReaderTrainingArguments:
-    """Every option of ``corefsearch train reader`` with its default."""
+class ReaderTrainingArguments(TrainingArguments):
+    """Every option of ``corefsearch train reader`` with its default (shared ones: :class:`TrainingArguments`)."""
 
-    head: str = "integrated"
-    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
-    markers: bool = True
-    epochs: int = 3
     batch_size: int = 4  # queries per optimizer step
-    lr: float = 2e-5
+    head: str = "integrated"
+    markers: bool = True
     head_lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup: float = 0.1
     negatives: int = 23
     negatives_from: int = 50  # the run's top-k the negatives (and the positive) are drawn from
     span_weight: float = 1.0  # weight of the start + end cross-entropy against the passage-selection term
@@ -99,43 +87,27 @@ class ReaderTrainingArguments:
     max_span_len: int = 10
     hidden: int = 128
     top_spans: int = 5
-    seed: int = 13
-    max_steps: int | None = None
     max_train_queries: int | None = None  # None: every train query in the run
-    device: str = "auto"
     dev_max_queries: int | None = 200
     dev_rerank_k: int = 50
-    threads: int | None = None  # torch CPU threads; None: torch's default
-    log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
+
+    kind = "reader"
+    options_order = ("head", "base_model", "markers", "epochs", "batch_size", "lr", "head_lr", "weight_decay",
+                     "warmup", "negatives", "negatives_from", "span_weight", "ranking_loss", "max_length",
+                     "max_query_len", "doc_stride", "max_span_len", "hidden", "top_spans", "seed", "max_steps",
+                     "max_train_queries", "dev_max_queries", "dev_rerank_k")
 
     def validate(self) -> None:
-        if self.head not in HEADS:
-            raise InputError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
-        for option, value in {"--epochs": self.epochs, "--batch-size": self.batch_size,
-                              "--negatives-from": self.negatives_from, "--dev-rerank-k": self.dev_rerank_k}.items():
-            if value < 1:
-                raise InputError(f"{option} must be at least 1, got {value}")
-        for option, optional in {"--max-steps": self.max_steps, "--max-train-queries": self.max_train_queries,
-                                 "--dev-max-queries": self.dev_max_queries, "--threads": self.threads}.items():
-            if optional is not None and optional < 1:
-                raise InputError(f"{option} must be at least 1, got {optional}")
-        if self.negatives < 1:
-            raise InputError(f"--negatives must be at least 1, got {self.negatives}")
-        if not self.lr > 0 or not self.head_lr > 0:
-            raise InputError(f"--lr and --head-lr must be positive, got {self.lr} and {self.head_lr}")
-        if not 0 <= self.warmup < 1:
-            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
-        if not self.weight_decay >= 0:  # also refuses NaN
-            raise InputError(f"--weight-decay must not be negative, got {self.weight_decay}")
-        if not 0 < self.span_weight < math.inf:  # also refuses NaN
-            raise InputError(f"--span-weight must be a positive number, got {self.span_weight}")
-        if self.ranking_loss not in RANKING_LOSSES:
-            raise InputError(f"--ranking-loss must be one of {', '.join(RANKING_LOSSES)}, got {self.ranking_loss!r}")
-        from corefsearch.models import check_device
+        super().validate()
+        at_least_one({"--negatives-from": self.negatives_from, "--dev-rerank-k": self.dev_rerank_k,
+                      "--max-train-queries": self.max_train_queries, "--dev-max-queries": self.dev_max_queries,
+                      "--negatives": self.negatives})
+        finite_positive("--span-weight", self.span_weight)
+        one_of("--ranking-loss", self.ranking_loss, RANKING_LOSSES)
+        self.reader_config().validate()  # --head, --max-length, --max-query-len, --doc-stride, ...
 
-        check_device(self.device)
-        resolve_log_every(self.log_every)
-        self.reader_config().validate()
+    def learning_rates(self) -> dict[str, float]:
+        return {"--lr": self.lr, "--head-lr": self.head_lr}
 
     def reader_config(self) -> ReaderConfig:
         return ReaderConfig(head=self.head, markers=self.markers, max_length=self.max_length,
@@ -152,23 +124,12 @@ class ReaderExample:
 
 
 @dataclass
-class ReaderTrainingSummary:
-    out: Path
-    device: str
+class ReaderExtras:
+    """What :class:`~corefsearch.training.run.TrainingSummary` holds for a reader alone."""
+
     train_queries: int
-    steps_per_epoch: int
-    total_steps: int
-    steps_run: int
-    train_seconds: float
-    resumed_from_step: int | None
-    best_epoch: int | None
-    dev_curve: list[dict[str, Any]] = field(default_factory=list)
     fusion: str = "reader"  # recorded in the reader's folder: what `search --reader` uses by default
     fusion_dev: dict[str, float] | None = None  # the kept epoch's dev MRR@10 per fusion (None: no dev queries)
-
-    @property
-    def seconds_per_step(self) -> float | None:
-        return self.train_seconds / self.steps_run if self.steps_run else None
 
 
 @dataclass
@@ -380,21 +341,6 @@ def retriever_dev(data: _Data) -> dict[str, float]:
         SELECTION_METRIC], 6)}
 
 
-def _run_record(args: ReaderTrainingArguments, dataset: Dataset, run_path: Path) -> dict[str, Any]:
-    import torch
-    import transformers
-
-    options = asdict(args)
-    for how_not_what in ("device", "threads", "log_every"):  # change how the run goes, not its result
-        options.pop(how_not_what)
-    checksums = dataset.manifest.get("checksums", {})
-    return {"kind": "corefsearch-reader-training", "options": options, "dataset": str(dataset.root.resolve()),
-            "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
-            "run": str(Path(run_path).resolve()), "run_sha256": "sha256:" + sha256_file(run_path),
-            "versions": {"corefsearch": __version__, "torch": torch.__version__,
-                         "transformers": transformers.__version__, "python": platform.python_version()}}
-
-
 def _weights(reader: CrossEncoderReader) -> dict[str, Any]:
     return {"model": {k: v.detach().cpu() for k, v in reader.model.state_dict().items()},
             "head": {k: v.detach().cpu() for k, v in reader.head.state_dict().items()}}
@@ -413,47 +359,34 @@ def _training_outputs(a: dict[str, Any]) -> list[Output]:
 
 @writes_outputs(_training_outputs)
 def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrainingArguments | None = None, *,
-                 overwrite: bool = False, checkpoint_every: int = 500, log: Log | None = None,
-                 on_step: Callable[[int, float], None] | None = None) -> ReaderTrainingSummary:
+                 overwrite: bool = False, log: Log | None = None,
+                 on_step: Callable[[int, float], None] | None = None) -> TrainingSummary[ReaderExtras]:
     """Train a reader on the train queries of ``run_path`` (searched on ``dataset_dir``) into ``out``."""
     args = args or ReaderTrainingArguments()
-    args.validate()
-    set_threads(args.threads)
-    check_model_folder(args.base_model, "--base-model")
-    if checkpoint_every < 0:
-        raise InputError(f"--checkpoint-every must not be negative, got {checkpoint_every}")
-    log = log or default_log
-    out, run_path = Path(out), Path(run_path)
-    dataset = Dataset(dataset_dir)
-    if not run_path.is_file():
-        raise InputError(f"{run_path}: no such run file; write one with `corefsearch search --queries "
-                         f"{dataset.queries_path('train')} ...`")
-    if out.exists() and not overwrite:
-        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
-    device = resolve_device(args.device)
-    data = _load_data(dataset, run_path, args, log)
-    work = WorkDir(out)
-    record = _run_record(args, dataset, run_path)
-    claim_work_dir(work, record, overwrite, log)
+    run_path = Path(run_path)
+    run, dataset = start_run(args, out, overwrite=overwrite, log=log,
+                             open_inputs=lambda: _open_inputs(Path(dataset_dir), run_path))
+    data = _load_data(dataset, run_path, args, run.log)
+    run.claim(dataset, {"run": str(run_path.resolve()), "run_sha256": "sha256:" + sha256_file(run_path)})
 
     steps_per_epoch = math.ceil(len(epoch_examples(data, args, 1)) / args.batch_size)
     if steps_per_epoch == 0:
         raise InputError(f"no training example: no train query of {run_path} has both a relevant passage with "
                          "its mention and a retrieved non-relevant passage")
 
-    seed_everything(args.seed)
-    model = CrossEncoderReader.from_base(args.base_model, args.reader_config(), device)
-    task = ReaderTask(model=model, args=args, data=data, steps_per_epoch=steps_per_epoch, log=log,
-                      record={**record, "device": device, "checkpoint_every": checkpoint_every},
-                      manifest=dataset.manifest, name=str(out))
-    options = LoopOptions(epochs=args.epochs, weight_decay=args.weight_decay, warmup=args.warmup,
-                          max_steps=args.max_steps, checkpoint_every=checkpoint_every, log_every=args.log_every,
-                          overwrite=overwrite)
-    result = train_loop(task, work, out, options, log=log, on_step=on_step)
+    model = CrossEncoderReader.from_base(args.base_model, args.reader_config(), run.device)
+    task = ReaderTask(model=model, args=args, data=data, steps_per_epoch=steps_per_epoch, run=run)
+    result = run.train(task, on_step)
     fusion, fusion_dev = chosen_fusion(result.dev_curve, result.best_epoch)
-    return ReaderTrainingSummary(out, device, len(data.train), result.steps_per_epoch, result.total_steps,
-                                 result.steps_run, result.train_seconds, result.resumed_from_step,
-                                 result.best_epoch, result.dev_curve, fusion, fusion_dev)
+    return run.summary(result, ReaderExtras(len(data.train), fusion, fusion_dev))
+
+
+def _open_inputs(dataset_dir: Path, run_path: Path) -> Dataset:
+    dataset = Dataset(dataset_dir)
+    if not run_path.is_file():
+        raise InputError(f"{run_path}: no such run file; write one with `corefsearch search --queries "
+                         f"{dataset.queries_path('train')} ...`")
+    return dataset
 
 
 class ReaderTask(TrainingTask):
@@ -465,11 +398,9 @@ class ReaderTask(TrainingTask):
     selection_metric = SELECTION_METRIC
 
     def __init__(self, *, model: CrossEncoderReader, args: ReaderTrainingArguments, data: _Data,
-                 steps_per_epoch: int, log: Log, record: dict[str, Any], manifest: dict[str, Any],
-                 name: str) -> None:
-        self.model, self.reader, self.args, self.data, self.log = model, Reader(model), args, data, log
-        self.steps_per_epoch = steps_per_epoch
-        self.record, self.manifest, self.name = record, manifest, name
+                 steps_per_epoch: int, run: Run) -> None:
+        self.model, self.reader, self.args, self.data = model, Reader(model), args, data
+        self.steps_per_epoch, self.run, self.log = steps_per_epoch, run, run.log
 
     @property
     def has_dev(self) -> bool:
@@ -531,46 +462,14 @@ class ReaderTask(TrainingTask):
     def save(self, folder: Path, result: LoopResult) -> None:
         fusion, fusion_dev = chosen_fusion(result.dev_curve, result.best_epoch)
         self.model.config.fusion = fusion  # corefsearch_reader.json: what `search --reader` uses by default
-        record = {**self.record, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  "counts": {"train_queries": len(self.data.train), "dev_queries": len(self.data.dev),
-                             "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
-                  "best_epoch": result.best_epoch, "selection_metric": SELECTION_METRIC if self.data.dev else None,
-                  "fusion": {"chosen": fusion, "dev": fusion_dev, "metric": SELECTION_METRIC if fusion_dev else None,
-                             "epoch": result.best_epoch if fusion_dev else None}}
+        record = self.run.finished_record(
+            counts={"train_queries": len(self.data.train), "dev_queries": len(self.data.dev),
+                    "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
+            best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if self.data.dev else None,
+            fusion={"chosen": fusion, "dev": fusion_dev, "metric": SELECTION_METRIC if fusion_dev else None,
+                    "epoch": result.best_epoch if fusion_dev else None})
         self.model.save(folder)
         write_json(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
-        write_model_card(folder, "reader", record, result.dev_curve, self.manifest, name=self.name)
-
-
-def print_reader_summary(summary: ReaderTrainingSummary, console: Console) -> None:
-    """The dev curve as a table, then where the reader went and how fast it trained."""
-    from rich.table import Table
-    from rich.text import Text
-
-    if summary.dev_curve:
-        table = Table(title=Text(f"Reader {summary.out}"))
-        for column in ("epoch", "step", "loss", SELECTION_METRIC, RRF_METRIC, "seconds"):
-            table.add_column(column, justify="right")
-        for entry in summary.dev_curve:
-            label = "retriever" if entry["epoch"] == 0 else str(entry["epoch"])
-            # Without dev queries the epochs have a loss and no dev metric; the retriever no loss and no RRF.
-            loss, metric, fused = entry.get("loss"), entry.get(SELECTION_METRIC), entry.get(RRF_METRIC)
-            table.add_row(label + (" *" if entry["epoch"] == summary.best_epoch else ""), f"{entry['step']:,}",
-                          *("–" if value is None else f"{value:.4f}" for value in (loss, metric, fused)),
-                          f"{entry.get('seconds', 0):.0f}")
-        console.print(table)
-    speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
-    resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
-    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
-    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {summary.train_queries:,} queries"
-                       f"{speed}. Kept {kept}; wrote {summary.out}."))
-    if summary.fusion_dev is not None:
-        dev = summary.fusion_dev
-        console.print(Text(f"Fusion: {summary.fusion} (dev {SELECTION_METRIC} {dev['reader']:.4f} by the reader's "
-                           f"score alone, {dev['rrf']:.4f} fused with the run's ranks by RRF); `search --reader` "
-                           "uses it unless --rerank-fusion says otherwise."))
-    else:
-        console.print(Text(f"Fusion: {summary.fusion} (no dev queries to choose by); `search --reader` uses it "
-                           "unless --rerank-fusion says otherwise."))
+        write_model_card(folder, "reader", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -1,10 +1,20 @@
 """Training: one loop for every trainer (``loop.py``), the task interface it drives (``task.py``),
-and the pieces every run shares (``common.py``). See ``task.py`` for how a trainer plugs in.
+the options every trainer shares (``arguments.py``: the :class:`TrainingArguments` base), the start
+of every run and its summary (``run.py``: ``start_run``, :class:`TrainingSummary`), and the pieces
+every run shares (``common.py``). See ``task.py`` and ``run.py`` for how a trainer plugs in.
 
 The names other modules import are re-exported here (``from corefsearch.training import adamw``).
 Importing this package stays cheap: torch is imported only when a function needs it.
 """
 
+from corefsearch.training.arguments import (
+    TrainingArguments,
+    at_least_one,
+    finite_positive,
+    not_negative,
+    one_of,
+    positive,
+)
 from corefsearch.training.common import (
     DEFAULT_LOG_EVERY,
     Log,
@@ -20,6 +30,7 @@ from corefsearch.training.common import (
     stderr_is_terminal,
 )
 from corefsearch.training.loop import DEV_CURVE_FILE, LoopOptions, LoopResult, train_loop
+from corefsearch.training.run import TRAINING_ARGS_FILE, Run, TrainingSummary, run_record, start_run
 from corefsearch.training.task import TrainingTask
 
 __all__ = [
@@ -28,16 +39,27 @@ __all__ = [
     "Log",
     "LoopOptions",
     "LoopResult",
+    "TRAINING_ARGS_FILE",
+    "Run",
     "StepBoundary",
+    "TrainingArguments",
     "TrainingProgress",
+    "TrainingSummary",
     "TrainingTask",
     "adamw",
+    "at_least_one",
     "claim_work_dir",
     "default_log",
     "differences",
+    "finite_positive",
+    "not_negative",
+    "one_of",
+    "positive",
     "resolve_log_every",
+    "run_record",
     "seed_everything",
     "set_threads",
+    "start_run",
     "stderr_is_terminal",
     "train_loop",
 ]

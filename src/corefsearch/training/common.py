@@ -100,20 +100,17 @@ def stderr_is_terminal() -> bool:
 def resolve_log_every(log_every: int | None) -> int:
     """Steps between progress lines: ``log_every`` as given (0: none); by default
     ``DEFAULT_LOG_EVERY`` when stderr is not a terminal, where the progress bar does not show,
-    and none on a terminal."""
+    and none on a terminal. (``TrainingArguments.validate`` refuses a negative one.)"""
     if log_every is None:
         return 0 if stderr_is_terminal() else DEFAULT_LOG_EVERY
-    if log_every < 0:
-        raise InputError(f"--log-every must not be negative, got {log_every}")
     return log_every
 
 
 def set_threads(threads: int | None) -> None:
-    """``torch.set_num_threads`` (the CPU threads of one training process); ``None`` keeps torch's default."""
+    """``torch.set_num_threads`` (the CPU threads of one training process); ``None`` keeps torch's default.
+    (``TrainingArguments.validate`` refuses fewer than one.)"""
     if threads is None:
         return
-    if threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
     import torch
 
     torch.set_num_threads(threads)

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
 from corefsearch.io.write import atomic_directory, write_json
 from corefsearch.training.checkpoint import WorkDir, set_rng_state
 from corefsearch.training.common import Log, StepBoundary, TrainingProgress, adamw, default_log
@@ -39,7 +38,8 @@ RUNNING_LOSS_STEPS = 50
 
 @dataclass
 class LoopOptions:
-    """How the loop runs a task (the task's own options, e.g. learning rates, stay with it)."""
+    """How the loop runs a task (the task's own options, e.g. learning rates, stay with it). The
+    trainers build it from their arguments (``TrainingArguments.loop_options``), which checked it."""
 
     epochs: int
     weight_decay: float = 0.01
@@ -86,8 +86,6 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
     from transformers import get_linear_schedule_with_warmup
 
     log = log or default_log
-    if options.checkpoint_every < 0:
-        raise InputError(f"--checkpoint-every must not be negative, got {options.checkpoint_every}")
     steps_per_epoch = task.steps_per_epoch
     total_steps = total_steps_of(steps_per_epoch, options, log)
     groups = task.parameter_groups()

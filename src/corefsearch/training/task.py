@@ -32,20 +32,19 @@ atomic writing of ``OUT``. A task says only *what* is trained:
                              ``folder`` to ``OUT``
 ===========================  ===========================================================================
 
-The trainer function does what comes before the loop: validate the options, refuse an existing
-``OUT``, read the data, claim the working folder (``claim_work_dir``: a rerun with other options
-is refused, one with the same options resumes), ``seed_everything(seed)``, build the model, then
-``train_loop(task, work, out, options)``; it turns the returned :class:`LoopResult` into its
-summary. ``dense/train.py`` (the retriever: in-batch NLL, dev MRR@10 of exact search) and
-``reader/train.py`` (the readers: span + selection cross-entropy accumulated query by query,
-dev MRR@10 of re-ranking) are the two tasks of today.
-
-A third trainer, e.g. a contrastive mention clusterer, plugs in with no loop code of its own:
-its ``epoch_batches`` draws the epoch's mention pairs with a generator seeded by seed and epoch,
-``loss`` is its contrastive loss over a batch of pairs, ``dev_metrics`` clusters the dev
-mentions and returns ``{"CoNLL F1": ...}`` with ``selection_metric = "CoNLL F1"``, and
-``weights``/``load_weights``/``save`` handle its encoder; checkpoints, Ctrl-C, resume and the
-choice of the best epoch then behave exactly as for the retriever and the readers.
+The trainer function does what comes before the loop, through ``run.py``: its arguments subclass
+:class:`~corefsearch.training.arguments.TrainingArguments` (the shared options and their checks);
+``start_run`` checks them, sets the threads, opens the inputs, refuses an existing ``OUT`` and
+resolves the device; the trainer reads its data; ``Run.claim`` claims the working folder (a rerun
+with other options is refused, one with the same options resumes) and seeds; the trainer builds the
+model and its task; ``Run.train(task)`` runs the loop and ``Run.summary`` turns the returned
+:class:`LoopResult` into the :class:`~corefsearch.training.run.TrainingSummary` the CLI prints.
+The tasks of today: ``dense/train.py`` (the retriever: in-batch NLL, dev MRR@10 of exact search),
+``reader/train.py`` (the readers: span + selection cross-entropy accumulated query by query, dev
+MRR@10 of re-ranking) and ``cluster/train.py`` (the contrastive mention encoder: its
+``epoch_batches`` shuffles the mention pairs with a generator seeded by seed and epoch,
+``dev_metrics`` clusters the dev mentions and returns ``{"CoNLL F1": ...}``); checkpoints, Ctrl-C,
+resume and the choice of the best epoch behave the same for all three.
 """
 
 from __future__ import annotations

@@ -1,0 +1,119 @@
+"""The options every trainer shares: one :class:`TrainingArguments` base that each trainer's
+arguments subclass (as sentence-transformers' trainers subclass its ``TrainingArguments``).
+
+The base holds the fields of the loop and the run (epochs, batch size, learning rate, weight decay,
+warm-up, seed, max steps, device, threads, progress lines, checkpoints, the base model) with their
+checks in :meth:`TrainingArguments.validate`, and turns them into what the loop takes
+(:meth:`~TrainingArguments.loop_options`) and into the options a run is recorded by
+(:meth:`~TrainingArguments.recorded_options`). A trainer's subclass adds only its own fields and
+checks, overrides the defaults that differ (``epochs: int = 5``), and names its ``kind``.
+
+Every option is checked once, here, where it enters the library; what runs afterwards (the start
+of the run, the loop, the progress lines) takes it as valid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from corefsearch.errors import InputError
+from corefsearch.training.loop import LoopOptions
+
+
+@dataclass
+class TrainingArguments:
+    """The options of every ``corefsearch train ...`` command, with the defaults the trainers share."""
+
+    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    epochs: int = 3
+    batch_size: int = 16  # what one optimizer step takes (examples, queries, pairs: see the trainer)
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1  # fraction of the steps with a linearly rising learning rate, then linear decay
+    seed: int = 13
+    max_steps: int | None = None  # stop after this many optimizer steps in all
+    device: str = "auto"
+    threads: int | None = None  # torch CPU threads; None: torch's default
+    log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
+    checkpoint_every: int = 500  # steps between checkpoints; 0: only at epoch ends (and on Ctrl-C)
+
+    #: What the run trains (``retriever``, ``reader``, ``clusterer``): the run record's kind
+    #: ``corefsearch-KIND-training`` and the summary's ``kind``.
+    kind: ClassVar[str] = "model"
+    #: Fields that change how a run goes, not what it computes: they are left out of the recorded
+    #: options, so a run resumes under other values of them.
+    run_only: ClassVar[tuple[str, ...]] = ("device", "threads", "log_every", "checkpoint_every")
+    #: The order of the recorded options (``training_args.json``); fields not named follow in
+    #: declaration order. The trainers name theirs to keep their model folders as they were.
+    options_order: ClassVar[tuple[str, ...]] = ()
+
+    def validate(self) -> None:
+        """Refuse any invalid option with one line naming it; a subclass adds its own checks after
+        ``super().validate()``."""
+        at_least_one({"--epochs": self.epochs, "--batch-size": self.batch_size, "--max-steps": self.max_steps,
+                      "--threads": self.threads})
+        rates = self.learning_rates()
+        if not all(rate > 0 for rate in rates.values()):  # also refuses NaN
+            raise InputError(f"{' and '.join(rates)} must be positive, got {' and '.join(map(str, rates.values()))}")
+        not_negative({"--weight-decay": self.weight_decay, "--checkpoint-every": self.checkpoint_every,
+                      "--log-every": self.log_every})
+        if not 0 <= self.warmup < 1:
+            raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
+        from corefsearch.models import check_device
+
+        check_device(self.device)
+
+    def learning_rates(self) -> dict[str, float]:
+        """The learning rates by option (a trainer with a head adds ``--head-lr``)."""
+        return {"--lr": self.lr}
+
+    def loop_options(self, overwrite: bool = False) -> LoopOptions:
+        """How the training loop runs these arguments (``overwrite``: replace an existing ``OUT``)."""
+        return LoopOptions(epochs=self.epochs, weight_decay=self.weight_decay, warmup=self.warmup,
+                           max_steps=self.max_steps, checkpoint_every=self.checkpoint_every,
+                           log_every=self.log_every, overwrite=overwrite)
+
+    def recorded_options(self) -> dict[str, Any]:
+        """The options that identify the run (all but ``run_only``), in ``options_order``."""
+        options = {name: value for name, value in asdict(self).items() if name not in self.run_only}
+        named = [name for name in self.options_order if name in options]
+        return {name: options[name] for name in [*named, *(name for name in options if name not in named)]}
+
+
+# --- the checks the trainers' arguments share ---------------------------------------------------------------
+
+
+def at_least_one(options: Mapping[str, int | None]) -> None:
+    """``{option: value}``: each value at least 1 (``None``, an option not given, passes)."""
+    for option, value in options.items():
+        if value is not None and value < 1:
+            raise InputError(f"{option} must be at least 1, got {value}")
+
+
+def not_negative(options: Mapping[str, float | None]) -> None:
+    """``{option: value}``: each value ≥ 0 (NaN refused; ``None``, an option not given, passes)."""
+    for option, value in options.items():
+        if value is not None and not value >= 0:
+            raise InputError(f"{option} must not be negative, got {value}")
+
+
+def positive(options: Mapping[str, float]) -> None:
+    """``{option: value}``: each value > 0 (NaN refused)."""
+    for option, value in options.items():
+        if not value > 0:
+            raise InputError(f"{option} must be positive, got {value}")
+
+
+def one_of(option: str, value: str, choices: Sequence[str], why: str = "") -> None:
+    """``value`` is one of ``choices``; ``why`` (e.g. `` (what it picks)``) follows the choices in the message."""
+    if value not in choices:
+        raise InputError(f"{option} must be one of {', '.join(choices)}{why}, got {value!r}")
+
+
+def finite_positive(option: str, value: float) -> None:
+    """``0 < value < inf`` (NaN refused)."""
+    if not 0 < value < math.inf:
+        raise InputError(f"{option} must be a positive number, got {value}")

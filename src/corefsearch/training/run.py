@@ -1,0 +1,146 @@
+"""The start of every training run, and the summary every trainer returns.
+
+A trainer runs in this order::
+
+    run, inputs = start_run(args, out, overwrite=..., log=..., open_inputs=...)  # see start_run
+    ...read its data (errors here leave nothing behind)...
+    run.claim(dataset, {...the inputs' checksums...})  # the working folder .OUT.training/, then the seed
+    ...build the model and its TrainingTask(run=run, ...)...
+    result = run.train(task, on_step)                   # the one loop (loop.py)
+    return run.summary(result, extras)                  # TrainingSummary; the CLI prints it
+
+The run record (:func:`run_record`) identifies a run: a leftover working folder is resumed only when
+its record is the same (``claim_work_dir``); it is also the start of ``training_args.json``
+(:meth:`Run.finished_record`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from corefsearch import __version__
+from corefsearch.errors import InputError
+from corefsearch.io.write import sha256_file
+from corefsearch.training.checkpoint import WorkDir
+from corefsearch.training.common import Log, claim_work_dir, default_log, seed_everything, set_threads
+from corefsearch.training.loop import LoopResult, train_loop
+
+if TYPE_CHECKING:
+    from corefsearch.training.arguments import TrainingArguments
+    from corefsearch.training.task import TrainingTask
+
+TRAINING_ARGS_FILE = "training_args.json"
+
+T = TypeVar("T")
+E = TypeVar("E")
+
+
+class DatasetFiles(Protocol):
+    """What a run record needs of a dataset (``corefsearch.datasets.dataset.Dataset`` has it)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
+    @property
+    def passages_path(self) -> Path: ...
+
+
+@dataclass
+class TrainingSummary(Generic[E]):
+    """What a training run did; ``extras`` holds what only its trainer counts (``cli/report.py`` prints it)."""
+
+    kind: str  # retriever | reader | clusterer
+    out: Path
+    device: str
+    steps_per_epoch: int
+    total_steps: int
+    steps_run: int  # in this invocation
+    train_seconds: float  # the training steps of this invocation (no evaluation, no checkpoints)
+    resumed_from_step: int | None
+    best_epoch: int | None
+    extras: E
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return self.train_seconds / self.steps_run if self.steps_run else None
+
+
+class Run:
+    """A training run that :func:`start_run` started: its arguments, ``OUT``, device, log and working
+    folder; :meth:`claim` makes the folder its own."""
+
+    def __init__(self, args: TrainingArguments, out: Path, *, device: str, overwrite: bool, log: Log) -> None:
+        self.args, self.out, self.device, self.overwrite, self.log = args, out, device, overwrite, log
+        self.work = WorkDir(out)
+        self.record: dict[str, Any] = {}
+        self.manifest: dict[str, Any] = {}
+
+    def claim(self, dataset: DatasetFiles, inputs: dict[str, Any]) -> None:
+        """Claim the working folder for the run that :func:`run_record` of ``dataset`` and ``inputs``
+        identifies (a leftover one of the same run is resumed, one of another is refused unless
+        ``overwrite``), then seed every random generator with the arguments' seed."""
+        self.record = run_record(self.args, dataset, inputs)
+        self.manifest = dataset.manifest
+        claim_work_dir(self.work, self.record, self.overwrite, self.log)
+        seed_everything(self.args.seed)
+
+    def finished_record(self, **rest: Any) -> dict[str, Any]:
+        """``training_args.json``: the run record, the device, ``checkpoint_every``, when it was written,
+        then ``rest`` (counts, best epoch, ...)."""
+        return {**self.record, "device": self.device, "checkpoint_every": self.args.checkpoint_every,
+                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **rest}
+
+    def train(self, task: TrainingTask, on_step: Callable[[int, float], None] | None = None) -> LoopResult:
+        """Run ``task`` through the training loop into ``OUT``."""
+        return train_loop(task, self.work, self.out, self.args.loop_options(self.overwrite), log=self.log,
+                          on_step=on_step)
+
+    def summary(self, result: LoopResult, extras: E) -> TrainingSummary[E]:
+        return TrainingSummary(kind=self.args.kind, out=self.out, device=self.device,
+                               steps_per_epoch=result.steps_per_epoch, total_steps=result.total_steps,
+                               steps_run=result.steps_run, train_seconds=result.train_seconds,
+                               resumed_from_step=result.resumed_from_step, best_epoch=result.best_epoch,
+                               extras=extras, dev_curve=result.dev_curve)
+
+
+def start_run(args: TrainingArguments, out: Path, *, overwrite: bool, log: Log | None,
+              open_inputs: Callable[[], T]) -> tuple[Run, T]:
+    """The prologue of every trainer: check the arguments, set the CPU threads, check the base
+    model folder, open the trainer's inputs (``open_inputs()``: the dataset, a run file, ... and
+    their errors), refuse an existing ``OUT`` unless ``overwrite``, resolve the device.
+    Returns the run and what ``open_inputs`` returned."""
+    from corefsearch.models import check_model_folder, resolve_device
+
+    args.validate()
+    set_threads(args.threads)
+    check_model_folder(args.base_model, "--base-model")
+    inputs = open_inputs()
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} already exists (a finished training run?); use --overwrite to retrain it")
+    device = resolve_device(args.device)
+    return Run(args, out, device=device, overwrite=overwrite, log=log or default_log), inputs
+
+
+def run_record(args: TrainingArguments, dataset: DatasetFiles, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a run: its kind, the recorded options, the dataset and its passages' checksum,
+    the trainer's other ``inputs`` (checksums, paths), and the library versions (not compared)."""
+    import torch
+    import transformers
+
+    checksums = dataset.manifest.get("checksums", {})
+    return {"kind": f"corefsearch-{args.kind}-training", "options": args.recorded_options(),
+            "dataset": str(dataset.root.resolve()),
+            "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
+            **inputs,
+            "versions": {"corefsearch": __version__, "torch": torch.__version__,
+                         "transformers": transformers.__version__, "python": platform.python_version()}}
