@@ -42,6 +42,7 @@ tree compares the tree with itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
@@ -730,7 +731,7 @@ def print_table(results: list[ArtefactResult], rules: list[Normalisation]) -> No
             print(f"  differs: {name}")
     used = sorted({name for result in results for name in result.rules})
     if used:
-        print("\nnormalised (differ between two runs of the same tree; every other byte compared as is):")
+        print("\nnormalised (these fields replaced by a placeholder before comparing; every other byte as is):")
         for rule in rules:
             if rule.name in used:
                 print(f"  {rule.name}  {rule.fields}")
@@ -741,11 +742,12 @@ def print_table(results: list[ArtefactResult], rules: list[Normalisation]) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--before", required=True, help="git revision of the code before the change")
-    parser.add_argument("--after", help="git revision or source folder (with src/corefsearch) after the change "
-                                        "(default: this working tree)")
-    parser.add_argument("--keep", type=Path, help="keep the inputs, the outputs and the logs in this new folder")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", required=True, metavar="REV", help="git revision of the code before the change")
+    parser.add_argument("--after", metavar="REV_OR_FOLDER", help="git revision or source folder (with "
+                        "src/corefsearch) after the change (default: this working tree)")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the inputs, the outputs and the logs in this "
+                        "folder (new or empty)")
     args = parser.parse_args(argv)
     try:
         return compare(args.before, args.after, args.keep)
@@ -758,9 +760,12 @@ def compare(before_spec: str, after_spec: str | None, keep: Path | None) -> int:
     if keep is not None and keep.exists() and any(keep.iterdir()):
         raise ComparisonError(f"--keep {keep}: the folder exists and is not empty")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="same-outputs-") as scratch:
-        base = keep.resolve() if keep is not None else Path(scratch)
-        base.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="same-outputs-")))
+        else:
+            base = keep.resolve()
+            base.mkdir(parents=True, exist_ok=True)
         before_tree, before_name = source_tree(before_spec, base / "trees" / "before")
         after_tree, after_name = source_tree(after_spec, base / "trees" / "after")
         versions = [tree_version(tree) for tree in (before_tree, after_tree)]
