@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import struct
 import tempfile
@@ -25,6 +26,7 @@ from typing import IO, Any, TypeVar
 from corefsearch.errors import InputError, MissingArtefactError
 
 F = TypeVar("F", bound=Callable[..., Any])
+IterableT = TypeVar("IterableT", bound=Iterable[Any])
 
 
 def _umask() -> int:
@@ -135,9 +137,26 @@ _JSON = json.JSONDecoder(parse_constant=_reject_constant)
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)`` for each non-blank line; bad JSON is ``FILE:LINE: why``."""
-    for line_number, line in text_lines(path):
-        if line.strip():
-            yield line_number, json_record(line, f"{path}:{line_number}")
+    with closing_iterator(text_lines(path)) as lines:
+        for line_number, line in lines:
+            if line.strip():
+                yield line_number, json_record(line, f"{path}:{line_number}")
+
+
+@contextlib.contextmanager
+def closing_iterator(items: IterableT) -> Iterator[IterableT]:
+    """``items``, closed when the block ends (if it has ``close``: a generator, and with it the file
+    it reads), also when an error or a Ctrl-C stops the loop over it.
+
+    Left to the garbage collector, a suspended generator is closed in a finaliser, where Python
+    drops any exception: a Ctrl-C landing there would be lost and the command would carry on.
+    """
+    try:
+        yield items
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
 
 
 def json_record(line: str, where: str) -> dict[str, Any]:
@@ -277,8 +296,16 @@ def atomic_directory(path: Path, overwrite: bool = False) -> Iterator[Path]:
     if path.exists() and not overwrite:
         raise InputError(f"{path} already exists (use --overwrite to replace it)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    # The name is drawn before the folder is made, and the folder made inside the try: a Ctrl-C that
+    # lands just as it is made still removes it (tempfile.mkdtemp names it only once it returns).
+    tmp = _unused_name(path, "partial")
+    ours = True
     try:
+        try:
+            tmp.mkdir(mode=0o700)
+        except FileExistsError:
+            ours = False  # another process took the name since it was drawn: not ours to remove
+            raise
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
@@ -290,8 +317,20 @@ def atomic_directory(path: Path, overwrite: bool = False) -> Iterator[Path]:
         else:
             os.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if ours:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _unused_name(path: Path, suffix: str) -> Path:
+    """``.NAME.<8 random characters>.SUFFIX`` beside ``path``, where nothing is yet (the form
+    :func:`clean_stale_temporaries` knows). ``secrets``: the seeded ``random`` of a training run is
+    neither drawn from nor the same in two processes."""
+    while True:
+        random_part = "".join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))
+        candidate = path.with_name(f".{path.name}.{random_part}.{suffix}")
+        if not candidate.exists() and not candidate.is_symlink():
+            return candidate
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> int:
@@ -523,7 +562,9 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 # ``[("--distractors", path), ...]``; ``None`` values (options not given) are skipped.
 Inputs = Mapping[str, "Path | str | None"] | Iterable[tuple[str, "Path | str | None"]]
 
-# The random part tempfile.mkstemp/mkdtemp put in the names of atomic_file / atomic_directory.
+# The random part of the temporaries' names: tempfile.mkstemp's (atomic_file), _unused_name's
+# (atomic_directory), from the same characters.
+_TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _TEMP_PART = r"[a-z0-9_]{8}"
 
 
