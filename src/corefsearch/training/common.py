@@ -11,9 +11,9 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.dense.checkpoint import RUN_FILE, WorkDir, rng_state
+from corefsearch.dense.checkpoint import RUN_FILE, UnusableWorkFile, WorkDir, rng_state
 from corefsearch.errors import InputError
-from corefsearch.io import clean_temporaries_in
+from corefsearch.io import clean_temporaries_in, json_type
 from corefsearch.progress import new_progress, progress_enabled
 
 if TYPE_CHECKING:
@@ -61,7 +61,16 @@ def claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: 
     """Create the working folder, or check that a leftover one belongs to this same run
     (same ``record`` apart from the library versions)."""
     if work.exists():
-        previous = work.read_json(RUN_FILE)
+        try:
+            previous = work.read_json(RUN_FILE)
+            if previous is not None and not isinstance(previous, dict):
+                raise UnusableWorkFile(f"{work.path / RUN_FILE}: not a run record (it holds {json_type(previous)})")
+        except UnusableWorkFile as err:
+            if not overwrite:
+                raise work.cannot_resume(err) from None
+            log(f"Discarding the interrupted run in {work.path} ({err}; --overwrite).")
+            work.remove()
+    if work.exists():  # and its run.json was read
         same = previous is not None and {k: v for k, v in previous.items() if k != "versions"} == {
             k: v for k, v in record.items() if k != "versions"}
         if not same:
