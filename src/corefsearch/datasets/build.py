@@ -23,7 +23,7 @@ from typing import Any
 from corefsearch import __version__
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
-from corefsearch.io.read import read_jsonl
+from corefsearch.io.read import closing_iterator, read_jsonl
 from corefsearch.io.write import atomic_directory, atomic_file, dump_json_line, sha256_file
 from corefsearch.progress import track
 from corefsearch.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
@@ -287,12 +287,17 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
         writer = DatasetWriter(root, options)
         try:
             read = 0
-            for read, doc in enumerate(track(documents, "Reading documents"), start=1):
-                writer.add_document(doc, f"{source_name}: document {read} ({doc.doc_id})")
+            # The readers' generators (and the files they hold open) are closed as each loop ends,
+            # also when a document is refused: see corefsearch.io.read.closing_iterator.
+            with closing_iterator(documents), closing_iterator(track(documents, "Reading documents")) as tracked:
+                for read, doc in enumerate(tracked, start=1):
+                    writer.add_document(doc, f"{source_name}: document {read} ({doc.doc_id})")
             _check_has_mentions(writer, read, source_name)
             for path in distractors:
-                for number, doc in enumerate(track(read_distractors(path), f"Distractors {path.name}"), start=1):
-                    writer.add_distractor(doc, f"{path}:{number}")
+                with (closing_iterator(read_distractors(path)) as distractor_documents,
+                      closing_iterator(track(distractor_documents, f"Distractors {path.name}")) as tracked):
+                    for number, doc in enumerate(tracked, start=1):
+                        writer.add_distractor(doc, f"{path}:{number}")
         finally:
             writer.close()
         summary = writer.summary
@@ -363,9 +368,10 @@ def write_queries_and_qrels(root: Path, writer: DatasetWriter, options: BuildOpt
                   for ref in refs]
     wanted = {ref.home_passage for ref in query_refs}
     texts: dict[str, str] = {}
-    for _, record in read_jsonl(root / "passages.jsonl"):
-        if record["id"] in wanted:
-            texts[record["id"]] = record["text"]
+    with closing_iterator(read_jsonl(root / "passages.jsonl")) as records:
+        for _, record in records:
+            if record["id"] in wanted:
+                texts[record["id"]] = record["text"]
 
     queries: dict[str, list[Query]] = {split: [] for split in options.splits}
     qrels: dict[str, list[tuple[str, str, int]]] = {split: [] for split in options.splits}

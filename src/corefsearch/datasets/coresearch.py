@@ -16,7 +16,7 @@ from typing import Any
 
 from corefsearch.datasets.wec import squash
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.io.read import read_json_array
+from corefsearch.io.read import closing_iterator, read_json_array
 from corefsearch.schema import SPLITS, Document, Mention, RecordFields, safe_id
 
 FILE_KINDS = ("queries", "all_passages", "gold_clusters")
@@ -62,10 +62,11 @@ def _locate(folder: Path, splits: Sequence[str]) -> dict[str, dict[str, Path]]:
 
 def _cluster_ids(path: Path) -> set[str]:
     ids: set[str] = set()
-    for index, record in read_json_array(path, "cluster records"):
-        if not isinstance(record, dict) or "clusterId" not in record:
-            raise InputError(f"{path}: record {index} is not a cluster record with a 'clusterId'")
-        ids.add(RecordFields(record, str(path), f"record {index}").ident("clusterId"))
+    with closing_iterator(read_json_array(path, "cluster records")) as records:
+        for index, record in records:
+            if not isinstance(record, dict) or "clusterId" not in record:
+                raise InputError(f"{path}: record {index} is not a cluster record with a 'clusterId'")
+            ids.add(RecordFields(record, str(path), f"record {index}").ident("clusterId"))
     return ids
 
 
@@ -136,11 +137,12 @@ def read_coresearch(path: Path, splits: Sequence[str] = ("train", "dev", "test")
         clusters = _cluster_ids(files["gold_clusters"])
         for kind in ("all_passages", "queries"):
             file = files[kind]
-            for index, record in read_json_array(file, "passage records" if kind == "all_passages"
-                                                 else "query records"):
-                document = _document(file, index, record, split, clusters, files["gold_clusters"],
-                                     is_query=kind == "queries")
-                if document.doc_id in seen:
-                    continue
-                seen.add(document.doc_id)
-                yield document
+            what = "passage records" if kind == "all_passages" else "query records"
+            with closing_iterator(read_json_array(file, what)) as records:
+                for index, record in records:
+                    document = _document(file, index, record, split, clusters, files["gold_clusters"],
+                                         is_query=kind == "queries")
+                    if document.doc_id in seen:
+                        continue
+                    seen.add(document.doc_id)
+                    yield document

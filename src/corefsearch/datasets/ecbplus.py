@@ -101,7 +101,8 @@ def read_validated_sentences(path: Path) -> ValidatedSentences:
     validated: ValidatedSentences = {}
     # The shared text reader: a folder, binary data or bytes that are not UTF-8 name FILE:LINE;
     # a BOM and CRLF line ends are accepted.
-    reader = csv.DictReader(line for _, line in text_lines(path))
+    lines = text_lines(path)
+    reader = csv.DictReader(line for _, line in lines)
     try:
         missing = {"Topic", "File", "Sentence Number"} - set(reader.fieldnames or ())
         if missing:
@@ -119,6 +120,8 @@ def read_validated_sentences(path: Path) -> ValidatedSentences:
             validated.setdefault(doc_id, set()).add(sentence)
     except csv.Error as err:
         raise InputError(f"{path}:{reader.line_num}: not a CSV line ({err})") from None
+    finally:
+        lines.close()  # now, also when a bad row stops the reading: not later, by the garbage collector
     return validated
 
 
@@ -181,7 +184,11 @@ def _iter_tar(path: Path) -> Iterator[tuple[str, str, bytes]]:
                     raise InputError(f"{path}: {name} occurs twice ({members[name][0]} and {member.name})")
                 handle = archive.extractfile(member)
                 assert handle is not None  # a regular file always has a handle
-                members[name] = (member.name, handle.read())
+                # Closed here, not left to the garbage collector: an exception raised while a
+                # finaliser runs is dropped, so a Ctrl-C landing as a forgotten member was cleaned
+                # up would be lost and the build would carry on.
+                with handle:
+                    members[name] = (member.name, handle.read())
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
         raise InputError(f"{path}: not a readable .tar.gz ({err})") from None
     if not members:

@@ -16,7 +16,7 @@ from itertools import islice
 from pathlib import Path
 
 from corefsearch.errors import InputError
-from corefsearch.io.read import read_jsonl
+from corefsearch.io.read import closing_iterator, read_jsonl
 from corefsearch.schema import MENTION_TYPES, SPLITS, Document, Mention, RecordFields, safe_id
 from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES, keep_mentions_whole, sentence_units
 
@@ -41,44 +41,46 @@ class _CorpusRecord:
 
 def _read_corpus(path: Path) -> Iterator[_CorpusRecord]:
     seen: dict[str, int] = {}
-    for line, record in read_jsonl(path):
-        fields = RecordFields(record, f"{path}:{line}")
-        doc_id = safe_id(fields.ident("doc_id"))
-        if doc_id in seen:
-            raise InputError(f"{path}:{line}: duplicate doc_id {doc_id} (first on line {seen[doc_id]})")
-        seen[doc_id] = line
-        fields.subject = f"document {doc_id}"
-        text = fields.string("text")
-        title = fields.string("title", "")
-        split = record.get("split")
-        if split is not None and split not in SPLITS:
-            raise InputError(f"{path}:{line}: document {doc_id}: field 'split' must be one of "
-                             f"{', '.join(SPLITS)}, got {split!r}")
-        topic = fields.ident("topic", None)
-        yield _CorpusRecord(line, doc_id, title, text, split, None if topic is None else topic.strip())
+    with closing_iterator(read_jsonl(path)) as records:
+        for line, record in records:
+            fields = RecordFields(record, f"{path}:{line}")
+            doc_id = safe_id(fields.ident("doc_id"))
+            if doc_id in seen:
+                raise InputError(f"{path}:{line}: duplicate doc_id {doc_id} (first on line {seen[doc_id]})")
+            seen[doc_id] = line
+            fields.subject = f"document {doc_id}"
+            text = fields.string("text")
+            title = fields.string("title", "")
+            split = record.get("split")
+            if split is not None and split not in SPLITS:
+                raise InputError(f"{path}:{line}: document {doc_id}: field 'split' must be one of "
+                                 f"{', '.join(SPLITS)}, got {split!r}")
+            topic = fields.ident("topic", None)
+            yield _CorpusRecord(line, doc_id, title, text, split, None if topic is None else topic.strip())
 
 
 def _read_mentions(path: Path) -> dict[str, list[tuple[int, Mention]]]:
     """All mentions, grouped by document, each with its line number for later errors."""
     by_doc: dict[str, list[tuple[int, Mention]]] = {}
     seen: dict[str, int] = {}
-    for line, record in read_jsonl(path):
-        fields = RecordFields(record, f"{path}:{line}")
-        mention_id = safe_id(fields.ident("mention_id"))
-        if mention_id in seen:
-            raise InputError(f"{path}:{line}: duplicate mention_id {mention_id} "
-                             f"(first on line {seen[mention_id]})")
-        seen[mention_id] = line
-        fields.subject = f"mention {mention_id}"
-        doc_id = safe_id(fields.ident("doc_id"))
-        cluster_id = safe_id(fields.ident("cluster_id"))
-        start, end = fields.integer("start"), fields.integer("end")
-        if not 0 <= start < end:
-            raise fields.error(f"offsets [{start}, {end}) are not a non-empty span (end is exclusive)")
-        kind = fields.choice("type", MENTION_TYPES, "event")
-        mention = Mention(mention_id=mention_id, doc_id=doc_id, start=start, end=end,
-                          cluster_id=cluster_id, type=kind)
-        by_doc.setdefault(doc_id, []).append((line, mention))
+    with closing_iterator(read_jsonl(path)) as records:
+        for line, record in records:
+            fields = RecordFields(record, f"{path}:{line}")
+            mention_id = safe_id(fields.ident("mention_id"))
+            if mention_id in seen:
+                raise InputError(f"{path}:{line}: duplicate mention_id {mention_id} "
+                                 f"(first on line {seen[mention_id]})")
+            seen[mention_id] = line
+            fields.subject = f"mention {mention_id}"
+            doc_id = safe_id(fields.ident("doc_id"))
+            cluster_id = safe_id(fields.ident("cluster_id"))
+            start, end = fields.integer("start"), fields.integer("end")
+            if not 0 <= start < end:
+                raise fields.error(f"offsets [{start}, {end}) are not a non-empty span (end is exclusive)")
+            kind = fields.choice("type", MENTION_TYPES, "event")
+            mention = Mention(mention_id=mention_id, doc_id=doc_id, start=start, end=end,
+                              cluster_id=cluster_id, type=kind)
+            by_doc.setdefault(doc_id, []).append((line, mention))
     return by_doc
 
 
@@ -137,19 +139,20 @@ def read_generic(folder: Path, passage: str = "sentence", *, sentences: str = DE
     # require_mentions=False (`corefsearch add`): a folder without mentions.jsonl holds documents without mentions.
     mentions = _read_mentions(mentions_path) if require_mentions or mentions_path.exists() else {}
     counts = {kind: 0 for kind in MENTION_TYPES}
-    for chunk in _chunks(_read_corpus(corpus_path)):
-        for record, units in zip(chunk, _units(chunk, passage, sentences), strict=True):
-            document = Document(doc_id=record.doc_id, text=record.text, title=record.title,
-                                units=units, split=_document_split(corpus_path, record, split_by),
-                                topic=record.topic)
-            for line, mention in mentions.pop(record.doc_id, []):
-                mention.validate(record.text, where=f"{mentions_path}:{line}")
-                counts[mention.type] += 1
-                if mention_type in ("all", mention.type):
-                    document.mentions.append(mention)
-            if passage == "sentence":
-                document.units = keep_mentions_whole(units, ((m.start, m.end) for m in document.mentions))
-            yield document
+    with closing_iterator(_read_corpus(corpus_path)) as records:
+        for chunk in _chunks(records):
+            for record, units in zip(chunk, _units(chunk, passage, sentences), strict=True):
+                document = Document(doc_id=record.doc_id, text=record.text, title=record.title,
+                                    units=units, split=_document_split(corpus_path, record, split_by),
+                                    topic=record.topic)
+                for line, mention in mentions.pop(record.doc_id, []):
+                    mention.validate(record.text, where=f"{mentions_path}:{line}")
+                    counts[mention.type] += 1
+                    if mention_type in ("all", mention.type):
+                        document.mentions.append(mention)
+                if passage == "sentence":
+                    document.units = keep_mentions_whole(units, ((m.start, m.end) for m in document.mentions))
+                yield document
     # Whatever is left names a document the corpus does not have.
     if mentions:
         line, mention = min((entries[0] for entries in mentions.values()), key=lambda entry: entry[0])
@@ -167,10 +170,11 @@ def read_distractors(path: Path) -> Iterator[Document]:
     Used for ``--distractors``: passages that mention none of the clusters.
     """
     count = 0
-    for record in _read_corpus(Path(path)):
-        count += 1
-        yield Document(doc_id=record.doc_id, text=record.text, title=record.title,
-                       units=_whole_text(record.text), split=None)
+    with closing_iterator(_read_corpus(Path(path))) as records:
+        for record in records:
+            count += 1
+            yield Document(doc_id=record.doc_id, text=record.text, title=record.title,
+                           units=_whole_text(record.text), split=None)
     if count == 0:
         raise InputError(f"{path}: holds no documents; give --distractors a corpus.jsonl-style file with "
                          "one {\"doc_id\", \"text\"} object a line")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.errors import InputError
-from corefsearch.io.read import read_json_array
+from corefsearch.io.read import closing_iterator, read_json_array
 from corefsearch.schema import Document, Mention, safe_id
 
 REQUIRED_FIELDS = ("coref_chain", "doc_id", "mention_context", "tokens_number", "tokens_str", "mention_id")
@@ -89,15 +89,16 @@ def read_wec(path: Path) -> Iterator[Document]:
     seen_ids: dict[str, int] = {}
     # Grouping needs every article in memory (records of one article are not contiguous),
     # but the file itself is parsed as a stream.
-    for index, record in iter_json_array(path):
-        article, mention_id, cluster_id, context, first, last = _check_record(path, index, record)
-        if mention_id in seen_ids:
-            raise InputError(f"{path}: record {index}: mention id {mention_id} repeats record "
-                             f"{seen_ids[mention_id]}")
-        seen_ids[mention_id] = index
-        entry = articles.setdefault(article, _Article())
-        unit = entry.contexts.setdefault(context, len(entry.contexts))
-        entry.mentions.append((mention_id, cluster_id, unit, first, last))
+    with closing_iterator(iter_json_array(path)) as records:
+        for index, record in records:
+            article, mention_id, cluster_id, context, first, last = _check_record(path, index, record)
+            if mention_id in seen_ids:
+                raise InputError(f"{path}: record {index}: mention id {mention_id} repeats record "
+                                 f"{seen_ids[mention_id]}")
+            seen_ids[mention_id] = index
+            entry = articles.setdefault(article, _Article())
+            unit = entry.contexts.setdefault(context, len(entry.contexts))
+            entry.mentions.append((mention_id, cluster_id, unit, first, last))
 
     for title, entry in articles.items():
         contexts = list(entry.contexts)

@@ -68,7 +68,7 @@ from corefsearch.training import (
     not_negative,
     start_run,
 )
-from corefsearch.training.checkpoint import HARD_NEGATIVES_FILE, WorkDir
+from corefsearch.training.checkpoint import HARD_NEGATIVES_FILE, UnusableWorkFile, WorkDir
 from corefsearch.training.loop import metrics_text
 
 if TYPE_CHECKING:
@@ -274,8 +274,16 @@ def _hard_negative_candidates(work: WorkDir, queries: Sequence[Query], relevant:
     if index is None:
         log("No --index: no BM25 hard negatives, in-batch negatives only.")
         return {}
-    saved = work.read_json(HARD_NEGATIVES_FILE)
-    if isinstance(saved, dict):
+    try:
+        saved = work.read_json(HARD_NEGATIVES_FILE)
+        if saved is not None and not (isinstance(saved, dict) and all(
+                isinstance(pids, list) and all(isinstance(pid, str) for pid in pids) for pids in saved.values())):
+            raise UnusableWorkFile(f"{work.path / HARD_NEGATIVES_FILE}: not a mapping of query ids to lists of "
+                                   "passage ids")
+    except UnusableWorkFile as err:  # a cache of what BM25 finds: found again, the same
+        log(f"{err}; mining the hard negatives again.")
+        saved = None
+    if saved is not None:
         return saved
     from corefsearch.dense.mining import mine_in_child
 

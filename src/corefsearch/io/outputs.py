@@ -24,7 +24,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # ``[("--distractors", path), ...]``; ``None`` values (options not given) are skipped.
 Inputs = Mapping[str, "Path | str | None"] | Iterable[tuple[str, "Path | str | None"]]
 
-# The random part tempfile.mkstemp/mkdtemp put in the names of atomic_file / atomic_directory.
+# The random part of the temporaries' names: tempfile.mkstemp's (atomic_file), _unused_name's
+# (atomic_directory), both drawn from corefsearch.io.write's _TEMP_ALPHABET.
 _TEMP_PART = r"[a-z0-9_]{8}"
 
 

@@ -3,15 +3,18 @@ arrays, so that a bad record is one line naming FILE:LINE."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from corefsearch.errors import InputError, MissingArtefactError
+
+IterableT = TypeVar("IterableT", bound=Iterable[Any])
 
 # --- reading: every text and JSON file the user gives goes through these -----------------------
 
@@ -115,9 +118,26 @@ _JSON = json.JSONDecoder(parse_constant=_reject_constant)
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)`` for each non-blank line; bad JSON is ``FILE:LINE: why``."""
-    for line_number, line in text_lines(path):
-        if line.strip():
-            yield line_number, json_record(line, f"{path}:{line_number}")
+    with closing_iterator(text_lines(path)) as lines:
+        for line_number, line in lines:
+            if line.strip():
+                yield line_number, json_record(line, f"{path}:{line_number}")
+
+
+@contextlib.contextmanager
+def closing_iterator(items: IterableT) -> Iterator[IterableT]:
+    """``items``, closed when the block ends (if it has ``close``: a generator, and with it the file
+    it reads), also when an error or a Ctrl-C stops the loop over it.
+
+    Left to the garbage collector, a suspended generator is closed in a finaliser, where Python
+    drops any exception: a Ctrl-C landing there would be lost and the command would carry on.
+    """
+    try:
+        yield items
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
 
 
 def json_record(line: str, where: str) -> dict[str, Any]:

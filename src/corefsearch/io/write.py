@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -16,6 +17,11 @@ from typing import IO, Any, TypeVar
 from corefsearch.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The random part of the temporaries' names: tempfile.mkstemp's (atomic_file), _unused_name's
+# (atomic_directory), from the same characters (the pattern clean_stale_temporaries knows, in
+# corefsearch.io.outputs).
+_TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"
 
 
 def _umask() -> int:
@@ -59,8 +65,16 @@ def atomic_directory(path: Path, overwrite: bool = False) -> Iterator[Path]:
     if path.exists() and not overwrite:
         raise InputError(f"{path} already exists (use --overwrite to replace it)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    # The name is drawn before the folder is made, and the folder made inside the try: a Ctrl-C that
+    # lands just as it is made still removes it (tempfile.mkdtemp names it only once it returns).
+    tmp = _unused_name(path, "partial")
+    ours = True
     try:
+        try:
+            tmp.mkdir(mode=0o700)
+        except FileExistsError:
+            ours = False  # another process took the name since it was drawn: not ours to remove
+            raise
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
@@ -72,8 +86,20 @@ def atomic_directory(path: Path, overwrite: bool = False) -> Iterator[Path]:
         else:
             os.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if ours:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _unused_name(path: Path, suffix: str) -> Path:
+    """``.NAME.<8 random characters>.SUFFIX`` beside ``path``, where nothing is yet (the form
+    :func:`corefsearch.io.outputs.clean_stale_temporaries` knows). ``secrets``: the seeded ``random``
+    of a training run is neither drawn from nor the same in two processes."""
+    while True:
+        random_part = "".join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))
+        candidate = path.with_name(f".{path.name}.{random_part}.{suffix}")
+        if not candidate.exists() and not candidate.is_symlink():
+            return candidate
 
 
 def write_jsonl(path: Path, records: Iterable[Any]) -> int:

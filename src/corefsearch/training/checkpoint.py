@@ -11,23 +11,33 @@ appears only at the very end, by one rename, so ``OUT`` existing means "finished
     .OUT.training/best.pt             the encoders of the best dev epoch so far
 
 Every file is written to a temporary name and renamed over the old one, so an interrupt at
-any moment leaves the previous checkpoint intact.
+any moment leaves the previous checkpoint intact. A file that is damaged or not what a run wrote
+(truncated, garbage, a pickle the safe loader refuses) is an :class:`UnusableWorkFile`, which the
+trainers turn into a one-line error saying what to do (:meth:`WorkDir.cannot_resume`).
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
+from corefsearch.errors import InputError
 from corefsearch.io.write import atomic_file
 
 RUN_FILE = "run.json"
 HARD_NEGATIVES_FILE = "hard_negatives.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 BEST_FILE = "best.pt"
+
+
+class UnusableWorkFile(InputError):
+    """A file of the working folder that cannot be read or is not what a run wrote (the message
+    names the file and why)."""
 
 
 def work_dir_for(out: Path) -> Path:
@@ -48,16 +58,24 @@ class WorkDir:
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
+    def cannot_resume(self, error: UnusableWorkFile) -> InputError:
+        """The user's error for a damaged file of this folder: what to do about it."""
+        return InputError(f"{error}; the interrupted run in {self.path} cannot be resumed: delete that folder to "
+                          "start the run again, or rerun with --overwrite to discard it")
+
     # --- JSON side files ----------------------------------------------------------------------
 
     def read_json(self, name: str) -> Any:
+        """The JSON value in ``name``, ``None`` when there is no such file; one that cannot be read
+        or is not JSON (UTF-8) is an :class:`UnusableWorkFile`."""
         path = self.path / name
         if not path.exists():
             return None
         try:
             return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            return None
+        except (OSError, ValueError) as err:  # ValueError: JSONDecodeError, UnicodeDecodeError
+            why = f"cannot read it ({err.strerror or err})" if isinstance(err, OSError) else f"not JSON ({err})"
+            raise UnusableWorkFile(f"{path}: {why}") from None
 
     def write_json(self, name: str, value: Any) -> None:
         with atomic_file(self.path / name) as handle:
@@ -97,8 +115,34 @@ def _save(state: dict[str, Any], path: Path) -> None:
 def _load(path: Path) -> dict[str, Any]:
     import torch
 
-    # Only tensors and plain Python values: the safe loader suffices.
-    return torch.load(path, map_location="cpu", weights_only=True)
+    # Only tensors and plain Python values: the safe loader suffices, and refuses anything else.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on a foreign pickle: the error says enough
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except MemoryError:
+        raise
+    except Exception as err:  # torch.load fails in many ways on a damaged file (RuntimeError, EOFError, ...)
+        raise UnusableWorkFile(f"{path}: not a checkpoint of this training ({_load_failure(err)})") from None
+    if not isinstance(state, dict):
+        raise UnusableWorkFile(f"{path}: not a checkpoint of this training (it holds a {type(state).__name__})")
+    return state
+
+
+def _load_failure(err: Exception) -> str:
+    """Why ``torch.load`` failed, in a few words."""
+    if isinstance(err, pickle.UnpicklingError):
+        # A paragraph, whose one line that is not boilerplate says what was refused.
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        boilerplate = ("Weights only load failed", "Please file an issue", "Check the documentation")
+        specific = [line for line in lines if not line.startswith(boilerplate)]
+        return "refused by torch's safe loader: " + (specific[0] if specific else "not a tensor file")
+    if isinstance(err, EOFError):
+        return "the file ends too early: truncated or empty"
+    if isinstance(err, OSError):
+        return f"cannot read it ({err.strerror or err})"
+    first = str(err).strip().splitlines()[0].split(". ")[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def rng_state() -> dict[str, Any]:
@@ -115,6 +159,22 @@ def rng_state() -> dict[str, Any]:
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
+
+
+def check_rng_state(state: Any) -> None:
+    """Raise (``LookupError``, ``TypeError``, ``ValueError``, ...) where :func:`set_rng_state` would
+    fail on ``state``: it is tried on new generators, the running ones are left alone."""
+    import numpy as np
+    import torch
+
+    version, internal, gauss = state["python"]
+    random.Random().setstate((version, tuple(internal), gauss))
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    np.random.RandomState().set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached))
+    torch.Generator().set_state(state["torch"])
+    cuda = state.get("cuda", [])
+    if not isinstance(cuda, list) or not all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda):
+        raise TypeError("the CUDA generator states are not byte tensors")
 
 
 def set_rng_state(state: dict[str, Any]) -> None:

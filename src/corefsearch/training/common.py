@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import clean_temporaries_in
+from corefsearch.io.read import json_type
 from corefsearch.progress import new_progress, progress_enabled
-from corefsearch.training.checkpoint import RUN_FILE, WorkDir, rng_state
+from corefsearch.training.checkpoint import RUN_FILE, UnusableWorkFile, WorkDir, rng_state
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +62,16 @@ def claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: 
     """Create the working folder, or check that a leftover one belongs to this same run
     (same ``record`` apart from the library versions)."""
     if work.exists():
-        previous = work.read_json(RUN_FILE)
+        try:
+            previous = work.read_json(RUN_FILE)
+            if previous is not None and not isinstance(previous, dict):
+                raise UnusableWorkFile(f"{work.path / RUN_FILE}: not a run record (it holds {json_type(previous)})")
+        except UnusableWorkFile as err:
+            if not overwrite:
+                raise work.cannot_resume(err) from None
+            log(f"Discarding the interrupted run in {work.path} ({err}; --overwrite).")
+            work.remove()
+    if work.exists():  # and its run.json was read
         same = previous is not None and {k: v for k, v in previous.items() if k != "versions"} == {
             k: v for k, v in record.items() if k != "versions"}
         if not same:

@@ -26,8 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corefsearch.errors import InputError
 from corefsearch.io.write import atomic_directory, write_json
-from corefsearch.training.checkpoint import WorkDir, set_rng_state
+from corefsearch.training.checkpoint import (
+    BEST_FILE,
+    CHECKPOINT_FILE,
+    UnusableWorkFile,
+    WorkDir,
+    check_rng_state,
+    set_rng_state,
+)
 from corefsearch.training.common import Log, StepBoundary, TrainingProgress, adamw, default_log
 from corefsearch.training.task import TrainingTask
 
@@ -97,12 +105,36 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
     state: dict[str, Any] = {"epoch": 1, "step_in_epoch": 0, "global_step": 0, "loss_sum": 0.0,
                              "loss_count": 0, "dev_curve": [], "best_epoch": None, "best_score": None}
     resumed_from: int | None = None
+    checkpoint: dict[str, Any] | None = None
     if work.has_checkpoint():
-        checkpoint = work.load_checkpoint()
-        task.load_weights(checkpoint)
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        set_rng_state(checkpoint["rng"])
+        # Every file is read and checked against this run before anything is restored: a damaged one
+        # is a one-line error, or with --overwrite discarded for a start from the beginning.
+        try:
+            checkpoint = work.load_checkpoint()
+            _check_checkpoint(work, checkpoint, task, optimizer, scheduler, steps_per_epoch, total_steps, options)
+            best = work.load_best()
+            if best is not None:
+                _check_weights(work.path / BEST_FILE, best, task)
+            del best
+        except UnusableWorkFile as err:
+            if not options.overwrite:
+                raise work.cannot_resume(err) from None
+            log(f"Discarding the checkpoint of the interrupted run in {work.path} ({err}; --overwrite); "
+                "starting from the beginning.")
+            for name in (CHECKPOINT_FILE, BEST_FILE):
+                (work.path / name).unlink(missing_ok=True)
+            checkpoint = None
+    if checkpoint is not None:
+        try:
+            task.load_weights(checkpoint)
+            optimizer.load_state_dict(checkpoint["optimizer"])
+            scheduler.load_state_dict(checkpoint["scheduler"])
+            set_rng_state(checkpoint["rng"])
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except (LookupError, TypeError, ValueError, RuntimeError) as err:  # what the checks above did not foresee
+            raise InputError(f"{work.checkpoint_path}: does not fit this run ({type(err).__name__}: {err}); delete "
+                             f"{work.path} to start the run again") from None
         state = checkpoint["progress"]
         resumed_from = state["global_step"]
         log(f"Resuming the interrupted run in {work.path} from step {resumed_from:,} of {total_steps:,} "
@@ -197,7 +229,10 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
                 "to resume.")
         raise
 
-    best = work.load_best() if task.has_dev else None
+    try:
+        best = work.load_best() if task.has_dev else None
+    except UnusableWorkFile as err:  # damaged while the run lasted
+        raise work.cannot_resume(err) from None
     if best is not None:
         task.load_weights(best)
     result = LoopResult(steps_per_epoch=steps_per_epoch, total_steps=total_steps, steps_run=steps_run,
@@ -209,6 +244,177 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
         write_json(tmp / DEV_CURVE_FILE, result.dev_curve)
     work.remove()
     return result
+
+
+# --- the checks of a checkpoint before a resumed run restores it ---------------------------------
+
+_PROGRESS_COUNTS = ("epoch", "step_in_epoch", "global_step", "loss_count")
+
+
+def _check_checkpoint(work: WorkDir, checkpoint: dict[str, Any], task: TrainingTask, optimizer: Any, scheduler: Any,
+                      steps_per_epoch: int, total_steps: int, options: LoopOptions) -> None:
+    """Raise :class:`UnusableWorkFile` unless ``checkpoint`` holds what this run saves, in the shapes
+    of its model and optimizer: the weights, the optimizer and scheduler states, the random
+    generators' states and the progress (restoring anything else could fail half-way, or later,
+    in the middle of the training)."""
+    path = work.checkpoint_path
+    missing = [key for key in ("optimizer", "scheduler", "rng", "progress") if key not in checkpoint]
+    if missing:
+        raise UnusableWorkFile(f"{path}: not a checkpoint of this training (no {', '.join(missing)})")
+    _check_weights(path, checkpoint, task)
+    try:
+        _check_optimizer(checkpoint["optimizer"], optimizer)
+        _check_scheduler(checkpoint["scheduler"], scheduler)
+        _check_progress(checkpoint["progress"], steps_per_epoch, total_steps, options.epochs)
+    except _Unfit as err:
+        raise UnusableWorkFile(f"{path}: does not fit this run ({err})") from None
+    except _ODD_CONTENT as err:  # e.g. an unhashable parameter id
+        raise UnusableWorkFile(f"{path}: does not fit this run ({type(err).__name__}: {err})") from None
+    try:
+        check_rng_state(checkpoint["rng"])
+    except _ODD_CONTENT as err:
+        raise UnusableWorkFile(f"{path}: does not fit this run (random generators' states: {err})") from None
+
+
+class _Unfit(Exception):
+    """What makes part of a checkpoint unfit for the run (the message says what and where)."""
+
+
+# What checking odd content (a value of another type than expected) may raise besides _Unfit.
+_ODD_CONTENT = (LookupError, TypeError, ValueError, RuntimeError, OverflowError, AttributeError)
+
+
+def _check_weights(path: Path, saved: dict[str, Any], task: TrainingTask) -> None:
+    """``saved`` holds the task's weights: the keys of ``task.weights()``, its tensors' shapes."""
+    expected = task.weights()
+    try:
+        missing = [key for key in expected if key not in saved]
+        if missing:
+            raise _Unfit(f"no {', '.join(missing)}")
+        for key, value in expected.items():
+            _check_layout(value, saved[key], key)
+    except _Unfit as err:
+        raise UnusableWorkFile(f"{path}: the weights do not fit this run's model ({err})") from None
+    except _ODD_CONTENT as err:
+        raise UnusableWorkFile(f"{path}: the weights do not fit this run's model ({type(err).__name__}: "
+                               f"{err})") from None
+
+
+def _check_layout(expected: Any, found: Any, where: str) -> None:
+    """``found`` has the structure of ``expected``: the same keys, list lengths and tensor shapes."""
+    import torch
+
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(found, torch.Tensor) or found.shape != expected.shape:
+            raise _Unfit(f"{where}: {_described(found)} where a tensor of shape {tuple(expected.shape)} goes")
+    elif isinstance(expected, dict):
+        if not isinstance(found, dict):
+            raise _Unfit(f"{where}: {_described(found)} where a mapping goes")
+        odd = sorted(map(str, set(expected) ^ set(found)))
+        if odd:
+            raise _Unfit(f"{where}: {len(odd)} key(s) missing or unexpected, e.g. {odd[0]}")
+        for key, value in expected.items():
+            _check_layout(value, found[key], f"{where}.{key}")
+    elif isinstance(expected, (list, tuple)):
+        if not isinstance(found, (list, tuple)) or len(found) != len(expected):
+            raise _Unfit(f"{where}: {_described(found)} where a list of {len(expected)} goes")
+        for index, (value, other) in enumerate(zip(expected, found, strict=True)):
+            _check_layout(value, other, f"{where}[{index}]")
+
+
+def _described(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_optimizer(saved: Any, optimizer: Any) -> None:
+    """The optimizer's state: its parameter groups (sizes, numeric hyperparameters) and, per
+    parameter, state tensors of the parameter's shape (torch finds a wrong one only at a step)."""
+    import torch
+
+    if not isinstance(saved, dict) or not isinstance(saved.get("param_groups"), list) \
+            or not isinstance(saved.get("state"), dict):
+        raise _Unfit(f"optimizer: {_described(saved)} where an optimizer state goes")
+    groups = optimizer.param_groups
+    if len(saved["param_groups"]) != len(groups):
+        raise _Unfit(f"optimizer: {len(saved['param_groups'])} parameter groups where this run has {len(groups)}")
+    ids: list[Any] = []
+    for number, (found, group) in enumerate(zip(saved["param_groups"], groups, strict=True)):
+        if not isinstance(found, dict) or not isinstance(found.get("params"), list) \
+                or len(found["params"]) != len(group["params"]):
+            raise _Unfit(f"optimizer: parameter group {number} does not hold {len(group['params'])} parameters")
+        for key in ("lr", "weight_decay", "eps"):
+            if key in group and not _is_number(found.get(key)):
+                raise _Unfit(f"optimizer: parameter group {number}: {key} is {found.get(key)!r}, not a number")
+        ids.extend(found["params"])
+    # torch pairs the saved parameter ids with this optimizer's parameters by position.
+    parameters = dict(zip(ids, (p for group in groups for p in group["params"]), strict=True))
+    for key, values in saved["state"].items():
+        if key not in parameters or not isinstance(values, dict):
+            raise _Unfit(f"optimizer: state for a parameter {key!r} that is not in its groups")
+        for name, value in values.items():
+            shape = parameters[key].shape
+            if name == "step":
+                if not (_is_number(value) or isinstance(value, torch.Tensor) and value.numel() == 1):
+                    raise _Unfit(f"optimizer: parameter {key}: step is {_described(value)}, not a number")
+            elif not isinstance(value, torch.Tensor) or value.shape != shape:
+                raise _Unfit(f"optimizer: parameter {key}: {name} is {_described(value)}, its parameter's "
+                             f"shape is {tuple(shape)}")
+
+
+def _check_scheduler(saved: Any, scheduler: Any) -> None:
+    """The learning-rate schedule's state: its counters and one rate per parameter group."""
+    expected = scheduler.state_dict()
+    if not isinstance(saved, dict):
+        raise _Unfit(f"scheduler: {_described(saved)} where a scheduler state goes")
+    for key in ("last_epoch", "_step_count"):
+        if key in expected and not (_is_number(saved.get(key)) and float(saved[key]).is_integer()):
+            raise _Unfit(f"scheduler: {key} is {saved.get(key)!r}, not a whole number")
+    for key in ("base_lrs", "_last_lr"):
+        value = saved.get(key)
+        if key in expected and not (isinstance(value, list) and len(value) == len(expected[key])
+                                    and all(_is_number(rate) for rate in value)):
+            raise _Unfit(f"scheduler: {key} is not a list of {len(expected[key])} rates")
+    lambdas = saved.get("lr_lambdas")
+    if "lr_lambdas" in expected and not (isinstance(lambdas, list) and len(lambdas) == len(expected["lr_lambdas"])
+                                         and all(x is None or isinstance(x, dict) for x in lambdas)):
+        raise _Unfit("scheduler: lr_lambdas is not what this schedule saves")
+
+
+def _check_progress(saved: Any, steps_per_epoch: int, total_steps: int, epochs: int) -> None:
+    """The position in the run (epoch, step), the running loss, the dev curve and the best epoch so far."""
+    if not isinstance(saved, dict):
+        raise _Unfit(f"progress: {_described(saved)} where a mapping goes")
+    for key in _PROGRESS_COUNTS:
+        if not _is_count(saved.get(key)):
+            raise _Unfit(f"progress: {key} is {saved.get(key)!r}, not a count")
+    if not 1 <= saved["epoch"] <= epochs + 1 or saved["step_in_epoch"] > steps_per_epoch \
+            or saved["global_step"] > total_steps:
+        raise _Unfit(f"progress: epoch {saved['epoch']}, step {saved['global_step']} lie outside this run "
+                     f"({epochs} epoch(s) of {steps_per_epoch} steps, {total_steps} in all)")
+    if not _is_number(saved.get("loss_sum")):
+        raise _Unfit(f"progress: loss_sum is {saved.get('loss_sum')!r}, not a number")
+    curve = saved.get("dev_curve")
+    if not isinstance(curve, list) or not all(isinstance(entry, dict) and _is_count(entry.get("epoch"))
+                                              and _is_count(entry.get("step")) for entry in curve):
+        raise _Unfit("progress: dev_curve is not a list of {epoch, step, ...} entries")
+    if not (saved.get("best_epoch") is None or _is_count(saved["best_epoch"])) \
+            or not (saved.get("best_score") is None or _is_number(saved["best_score"])) \
+            or "best_epoch" not in saved or "best_score" not in saved:
+        raise _Unfit("progress: best_epoch and best_score are not an epoch and a score (or null)")
 
 
 def number_text(value: float | None) -> str:
