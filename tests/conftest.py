@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 import os
-
-# TEMPORARY-SHARED-FIXTURES: some test modules still borrow fixtures from others by import
-import sys  # noqa: E402
+import random
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path[:0] = [str(folder) for folder in sorted(Path(__file__).resolve().parent.iterdir())
-                if folder.is_dir() and not folder.name.startswith((".", "_"))]
+from helpers import (
+    build_tiny_dataset,
+    corpus_words,
+    frequent_words,
+    make_tiny_bert,
+    save_tiny_bert,
+    write_small_dataset,
+)
 
 # No progress bars in test output.
 os.environ["COREFSEARCH_QUIET"] = "1"
@@ -143,3 +146,62 @@ def subset_index(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory)
     build_lucene_index(subset_dataset, out, fields=True)
     return out
 
+
+
+# --- tiny random models and corpora (builders in helpers.py) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Any:
+    """Tiny models run fastest on one thread (and several threads crawl when the CPU is shared)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary of the tiny news corpus."""
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), corpus_words(), seed=0, max_positions=128)
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four training events and two dev events (a seeded cluster split)."""
+    return build_tiny_dataset(tmp_path_factory, (4, 2, 0))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of every train and dev query over every other passage, in a seeded random order
+    (the reader does not care which retriever made it)."""
+    from corefsearch.datasets.dataset import Dataset
+    from corefsearch.io.trec import RunRow, write_run
+
+    dataset = Dataset(tiny_dataset)
+    passage_ids = [p.id for p in dataset.passages()]
+    rng = random.Random(3)
+    rows = []
+    for split in ("train", "dev"):
+        for query in dataset.queries(split):
+            order = [pid for pid in passage_ids if pid != query.passage_id]
+            rng.shuffle(order)
+            rows += [RunRow(query.id, pid, rank, 100.0 - rank, "shuffled") for rank, pid in enumerate(order, 1)]
+    out = tmp_path_factory.mktemp("run") / "train.trec"
+    write_run(out, rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About 96 sentence passages (24 documents of 4 sentences), 8 event clusters."""
+    return write_small_dataset(tmp_path_factory.mktemp("small"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT with the ECB+ subset's frequent words."""
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), frequent_words(subset_dataset), seed=0)

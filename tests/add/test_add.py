@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import NEWS_DOCUMENTS, news_mention_records
-from tiny_models import make_tiny_bert
+from helpers import make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch import add as add_module

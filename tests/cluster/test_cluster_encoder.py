@@ -11,8 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tiny_models import save_tiny_bert
-from training_helpers import Interrupt, assert_same_model
+from helpers import CLUSTER_DOCS as DOCS
+from helpers import CLUSTER_MENTIONS as MENTIONS
+from helpers import CLUSTER_SPLITS as SPLITS
+from helpers import Interrupt, assert_same_model, save_tiny_bert
+from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -27,50 +30,6 @@ from corefsearch.training import seed_everything
 from corefsearch.training.checkpoint import work_dir_for
 
 runner = CliRunner(env={"COLUMNS": "250"})
-
-# doc -> (topic, [sentence 0, sentence 1]); mentions: (id, doc, sentence N, word, cluster)
-DOCS = {
-    "a1": ("fire", ["A fire broke out at the mill in Leeds.", "The mill was destroyed by morning."]),
-    "a2": ("fire", ["Crews fought the blaze for hours.", "The building burned down before dawn."]),
-    "b1": ("court", ["The judge sentenced the man on Friday.", "He had robbed a bank in May."]),
-    "b2": ("court", ["A court jailed the robber for ten years.", "The robbery shocked the town."]),
-    "c1": ("quake", ["An earthquake struck the coast.", "Six people were killed in the village."]),
-    "c2": ("quake", ["The quake hit at night and rescuers came.", "Two men died under the rubble."]),
-    "d1": ("markets", ["Shares fell sharply on Monday.", "Oil prices rose after the news."]),
-    "d2": ("markets", ["Stocks dropped again on Tuesday.", "Traders were worried."]),
-}
-MENTIONS = [("a1-fire", "a1", 0, "fire", "fire"), ("a2-blaze", "a2", 0, "blaze", "fire"),
-            ("a1-destroyed", "a1", 1, "destroyed", "burn"), ("a2-burned", "a2", 1, "burned", "burn"),
-            ("b1-sentenced", "b1", 0, "sentenced", "jail"), ("b2-jailed", "b2", 0, "jailed", "jail"),
-            ("b1-robbed", "b1", 1, "robbed", "rob"), ("b2-robbery", "b2", 1, "robbery", "rob"),
-            ("c1-earthquake", "c1", 0, "earthquake", "quake"), ("c2-quake", "c2", 0, "quake", "quake"),
-            ("c1-killed", "c1", 1, "killed", "die"), ("c2-died", "c2", 1, "died", "die"),
-            ("c2-came", "c2", 0, "came", "rescue"),
-            ("d1-fell", "d1", 0, "fell", "fall"), ("d2-dropped", "d2", 0, "dropped", "fall"),
-            ("d1-rose", "d1", 1, "rose", "rise")]
-SPLITS = {"fire": "train", "burn": "train", "jail": "train", "rob": "train", "quake": "dev", "die": "dev",
-          "rescue": "dev", "fall": "test", "rise": "test"}
-
-
-def write_dataset(root: Path, splits: dict[str, str] = SPLITS) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text(json.dumps({"kind": "dataset"}), encoding="utf-8")
-    lines = []
-    for doc_id, (topic, sentences) in DOCS.items():
-        for number, text in enumerate(sentences):
-            mentions = [{"mention_id": m, "start": text.index(w), "end": text.index(w) + len(w), "cluster_id": c,
-                         "type": "event"} for m, d, n, w, c in MENTIONS if d == doc_id and n == number]
-            lines.append({"id": f"{doc_id}-{number}", "doc_id": doc_id, "title": "", "text": text,
-                          "mentions": mentions, "topic": topic})
-    (root / "passages.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    clusters: dict[str, list[str]] = {}
-    for mention_id, _, _, _, cluster in MENTIONS:
-        clusters.setdefault(cluster, []).append(mention_id)
-    (root / "clusters.jsonl").write_text("".join(
-        json.dumps({"cluster_id": c, "split": splits[c], "type": "event", "mention_ids": ids}) + "\n"
-        for c, ids in clusters.items()), encoding="utf-8")
-    return root
-
 
 def split_ids(split: str) -> set[str]:
     return {m for m, _, _, _, c in MENTIONS if SPLITS[c] == split}

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import save_tiny_bert
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_models import save_tiny_bert
 
 from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records

@@ -16,10 +16,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-import test_cluster_encoder
-import test_dense_index
-import test_dense_train
-from tiny_models import frequent_words, make_tiny_bert, save_tiny_bert
+from helpers import (
+    CLUSTER_DOCS,
+    build_tiny_dataset,
+    corpus_words,
+    frequent_words,
+    index_contents,
+    make_tiny_bert,
+    save_tiny_bert,
+    write_cluster_dataset,
+)
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -30,8 +36,7 @@ from corefsearch.distributed.session import fatal_signal_handlers_kept
 ray = pytest.importorskip("ray")
 
 runner = CliRunner(env={"COLUMNS": "250"})
-small_dataset = test_dense_index.small_dataset  # 96 passages of 24 generic documents
-index_contents = test_dense_index.index_contents
+# small_dataset (conftest.py): 96 passages of 24 generic documents
 CHUNK = 10  # passages per chunk: 10 chunks, 5 per worker's shard
 
 
@@ -46,7 +51,7 @@ def local_cluster() -> Any:
         ray.shutdown()
 
 
-one_thread = test_dense_train.one_thread  # autouse: the local runs on one torch thread, as the workers
+pytestmark = pytest.mark.usefixtures("one_thread")  # the local runs on one torch thread, as the workers
 
 
 def invoke(*args: object, expect_error: bool = False) -> str:
@@ -129,8 +134,8 @@ def reader_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, 
 
     from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
 
-    dataset = test_dense_train.build(tmp_path_factory, (4, 2, 0))
-    base = save_tiny_bert(tmp_path_factory.mktemp("reader-bert"), test_dense_train.corpus_words(), seed=0,
+    dataset = build_tiny_dataset(tmp_path_factory, (4, 2, 0))
+    base = save_tiny_bert(tmp_path_factory.mktemp("reader-bert"), corpus_words(), seed=0,
                           max_positions=128)
     index = tmp_path_factory.mktemp("reader-index")
     build_dense_index(dataset, index, str(base), device="cpu")
@@ -192,7 +197,7 @@ def mention_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
 
     from corefsearch.cluster.model import ClustererConfig, MentionEncoder
 
-    docs = test_cluster_encoder.DOCS
+    docs = CLUSTER_DOCS
     words = dict.fromkeys(t for _, sentences in docs.values() for s in sentences
                           for t in re.findall(r"\w+|[^\w\s]", s.lower()))
     base = save_tiny_bert(tmp_path_factory.mktemp("mention-bert"), list(words), seed=0, max_positions=160)
@@ -200,7 +205,7 @@ def mention_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     encoder = MentionEncoder.from_base(str(base), ClustererConfig(mlp_hidden=16, mlp_out=8, threshold=0.5))
     folder = tmp_path_factory.mktemp("mention-model") / "encoder"
     encoder.save(folder)
-    return test_cluster_encoder.write_dataset(tmp_path_factory.mktemp("mention-data") / "ds"), folder
+    return write_cluster_dataset(tmp_path_factory.mktemp("mention-data") / "ds"), folder
 
 
 def test_ray_mention_encoding_gives_the_vectors_and_clusters_of_the_local_path(

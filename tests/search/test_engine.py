@@ -4,7 +4,7 @@ retriever, query format and rerank_k equal an engine opened with those settings;
 with their document; bad input is one clear InputError; calls from worker threads answer the same.
 
 On the ECB+ subset (test topics 36-37) and its Lucene index (conftest), with the dense index of
-a tiny random BERT (test_retriever_interface.py) and a tiny random reader built here."""
+a tiny random BERT (tests/search/conftest.py) and a tiny random reader built here."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_retriever_interface import both_indexes, dense_only  # noqa: F401  (module fixtures)
-from tiny_models import frequent_words, make_tiny_bert
+from helpers import frequent_words, make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
