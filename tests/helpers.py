@@ -13,7 +13,7 @@ import socket
 import string
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,74 @@ if TYPE_CHECKING:
     from corefsearch.dense.train import RetrieverTrainingArguments
     from corefsearch.reader.model import CrossEncoderReader
     from corefsearch.reader.train import ReaderTrainingArguments
+
+
+# --- a small realistic corpus in the generic format (the news_corpus fixture of conftest.py) -----------
+
+NEWS_DOCUMENTS: list[dict[str, Any]] = [
+    {"doc_id": "flood-1", "title": "River floods Dayton",
+     "text": "Torrential rain swept across Ohio on Tuesday. The Great Miami River overflowed its levees in "
+             "Dayton, flooding the downtown area. Mayor Nan Whaley said hundreds of residents were "
+             "evacuated. The National Guard was deployed on Wednesday."},
+    {"doc_id": "flood-2", "title": "Dayton cleans up",
+     "text": "Recovery began on Friday in Dayton. The flood, the worst the city has seen in a century, left "
+             "thousands without power. Evacuated residents returned to their homes."},
+    {"doc_id": "quake-1", "title": "Quake hits California",
+     "text": "A magnitude 6.4 earthquake struck northern California early Sunday. No deaths were reported "
+             "after the quake, according to the county sheriff."},
+    {"doc_id": "quake-2",
+     "text": "Aftershocks rattled Eureka on Monday. Sunday's earthquake damaged a bridge on Highway 101."},
+]
+
+# (mention_id, doc_id, phrase, cluster_id, type); each phrase occurs once in its document.
+# Sentences (units) of each document: flood-1 has 4, flood-2 has 3, quake-1 and quake-2 have 2.
+NEWS_MENTIONS: list[tuple[str, str, str, str, str]] = [
+    ("overflowed", "flood-1", "overflowed", "dayton-flood", "event"),          # flood-1 sentence 1
+    ("flooding", "flood-1", "flooding", "dayton-flood", "event"),              # flood-1 sentence 1
+    ("evacuated", "flood-1", "evacuated", "evacuation", "event"),              # flood-1 sentence 2
+    ("deployed", "flood-1", "deployed", "guard-deployment", "event"),          # singleton, sentence 3
+    ("flood", "flood-2", "flood,", "dayton-flood", "event"),                   # flood-2 sentence 1
+    ("evacuated-2", "flood-2", "Evacuated", "evacuation", "event"),            # flood-2 sentence 2
+    ("earthquake", "quake-1", "earthquake", "ca-quake", "event"),              # quake-1 sentence 0
+    ("quake", "quake-1", "quake,", "ca-quake", "event"),                       # quake-1 sentence 1
+    ("earthquake-2", "quake-2", "earthquake", "ca-quake", "event"),            # quake-2 sentence 1
+    ("aftershocks", "quake-2", "Aftershocks", "aftershocks", "event"),         # quake-2 sentence 0
+    ("rattled", "quake-2", "rattled", "aftershocks", "event"),                 # quake-2 sentence 0
+]
+
+
+@dataclass(frozen=True)
+class NewsCorpus:
+    """The generic-format news corpus written to ``folder`` (corpus.jsonl, mentions.jsonl)."""
+
+    folder: Path
+    documents: dict[str, dict[str, Any]]
+    mentions: dict[str, dict[str, Any]]
+
+    def mention_text(self, mention_id: str) -> str:
+        mention = self.mentions[mention_id]
+        return self.documents[mention["doc_id"]]["text"][mention["start"]:mention["end"]]
+
+
+def write_jsonl(path: Path, records: list[Any]) -> Path:
+    """Write records (dicts, or raw strings for broken lines) one a line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records),
+                    encoding="utf-8")
+    return path
+
+
+def news_mention_records() -> list[dict[str, Any]]:
+    texts = {doc["doc_id"]: doc["text"] for doc in NEWS_DOCUMENTS}
+    records = []
+    for mention_id, doc_id, phrase, cluster_id, kind in NEWS_MENTIONS:
+        text = texts[doc_id]
+        assert text.count(phrase) == 1, phrase
+        start = text.index(phrase)
+        end = start + len(phrase.rstrip(","))
+        records.append({"mention_id": mention_id, "doc_id": doc_id, "start": start, "end": end,
+                        "cluster_id": cluster_id, "type": kind})
+    return records
 
 
 # --- tiny random BERTs (2 layers, 32 wide, random weights seeded by ``seed``) ---------------------------

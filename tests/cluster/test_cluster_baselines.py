@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import NEWS_DOCUMENTS, NewsCorpus, _write_jsonl
+from helpers import NEWS_DOCUMENTS, NewsCorpus, write_jsonl
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -72,11 +72,11 @@ def test_singletons_puts_every_mention_alone(news_corpus: NewsCorpus, tmp_path: 
 def test_lemma_keeps_events_and_entities_apart(tmp_path: Path) -> None:
     text = "Police arrested the protest leader. The arrest of the leader sparked a protest."
     folder = tmp_path / "typed"
-    _write_jsonl(folder / "corpus.jsonl", [{"doc_id": "d1", "text": text}])
+    write_jsonl(folder / "corpus.jsonl", [{"doc_id": "d1", "text": text}])
     spans = [("m1", text.index("protest"), "protest-e", "event"), ("m2", text.rindex("protest"), "protest-x", "entity")]
     mentions = [{"mention_id": m, "doc_id": "d1", "start": start, "end": start + len("protest"), "cluster_id": c,
                  "type": kind} for m, start, c, kind in spans]
-    _write_jsonl(folder / "mentions.jsonl", mentions)
+    write_jsonl(folder / "mentions.jsonl", mentions)
     with pytest.warns(UserWarning, match="the dataset has no queries"):  # single-mention clusters: nothing to search
         dataset = _build(folder, tmp_path / "ds")
     cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", scope="corpus")
@@ -100,8 +100,8 @@ TOPIC_MENTIONS = [("raid-1-attack", "raid-1", "attacked", "raid"), ("raid-2-atta
 def topic_dataset(tmp_path: Path) -> Path:
     folder = tmp_path / "topics"
     texts = {d["doc_id"]: d["text"] for d in TOPIC_DOCUMENTS}
-    _write_jsonl(folder / "corpus.jsonl", TOPIC_DOCUMENTS)
-    _write_jsonl(folder / "mentions.jsonl", [
+    write_jsonl(folder / "corpus.jsonl", TOPIC_DOCUMENTS)
+    write_jsonl(folder / "mentions.jsonl", [
         {"mention_id": m, "doc_id": d, "start": texts[d].index(w), "end": texts[d].index(w) + len(w), "cluster_id": c}
         for m, d, w, c in TOPIC_MENTIONS])
     return _build(folder, tmp_path / "topic-ds")
@@ -246,8 +246,8 @@ def test_bad_options_and_outputs(topic_dataset: Path, tmp_path: Path) -> None:
                                             (True, "field 'topic' must be a non-empty string or integer")])
 def test_generic_topic_is_checked(tmp_path: Path, topic: object, why: str) -> None:
     folder = tmp_path / "bad"
-    _write_jsonl(folder / "corpus.jsonl", [NEWS_DOCUMENTS[0], {**NEWS_DOCUMENTS[1], "topic": topic}])
-    _write_jsonl(folder / "mentions.jsonl", [])
+    write_jsonl(folder / "corpus.jsonl", [NEWS_DOCUMENTS[0], {**NEWS_DOCUMENTS[1], "topic": topic}])
+    write_jsonl(folder / "mentions.jsonl", [])
     with pytest.raises(InputError, match=rf"corpus.jsonl:2: document flood-2: {why}"):
         list(read_generic(folder))
 
