@@ -19,6 +19,7 @@ from helpers import (
     frequent_words,
     make_tiny_bert,
     news_mention_records,
+    one_torch_thread,
     save_tiny_bert,
     write_jsonl,
     write_small_dataset,
@@ -84,19 +85,14 @@ def subset_index(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory)
     return out
 
 
-
 # --- tiny random models and corpora (builders in helpers.py) ----------------------------------------
 
 
 @pytest.fixture(scope="module")
 def one_thread() -> Any:
     """Tiny models run fastest on one thread (and several threads crawl when the CPU is shared)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")

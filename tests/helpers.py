@@ -7,12 +7,14 @@ conftest.py; no test module imports another."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
 import socket
 import string
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,6 +135,20 @@ def frequent_words(dataset: Path, n: int = 1500) -> list[str]:
     for passage in Dataset(dataset).passages():
         counts.update(re.findall(r"[a-z0-9]+", f"{passage.title} {passage.text}".lower()))
     return [word for word, _ in counts.most_common(n)]
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread for the block: tiny models run fastest so (and several threads crawl
+    when the CPU is shared)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 # --- the trainers' resume tests: Ctrl-C in a training step, "the same model folder" ----------------------
@@ -380,6 +396,41 @@ def write_cluster_dataset(root: Path, splits: dict[str, str] = CLUSTER_SPLITS) -
         json.dumps({"cluster_id": c, "split": splits[c], "type": "event", "mention_ids": ids}) + "\n"
         for c, ids in clusters.items()), encoding="utf-8")
     return root
+
+
+def cluster_words() -> list[str]:
+    """The word-level vocabulary of the mention clusterer's tiny dataset."""
+    return list(dict.fromkeys(t for _, sentences in CLUSTER_DOCS.values() for s in sentences
+                              for t in re.findall(r"\w+|[^\w\s]", s.lower())))
+
+
+def save_mention_encoder(base: Path, folder: Path) -> Path:
+    """An untrained mention encoder on ``base`` (seeded), saved to ``folder`` with τ 0.5."""
+    import torch
+
+    from corefsearch.cluster.model import ClustererConfig, MentionEncoder
+
+    torch.manual_seed(1)
+    encoder = MentionEncoder.from_base(str(base), ClustererConfig(mlp_hidden=16, mlp_out=8, threshold=0.5))
+    encoder.save(folder)
+    return folder
+
+
+def read_clusters(path: Path) -> dict[str, str]:
+    """A clusters file (one {mention_id, cluster_id} a line) as mention -> cluster, checked."""
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert all(set(r) == {"mention_id", "cluster_id"} for r in records)
+    assignment = {r["mention_id"]: r["cluster_id"] for r in records}
+    assert len(assignment) == len(records)
+    return assignment
+
+
+def partition(assignment: dict[str, Any]) -> set[frozenset[str]]:
+    """The clusters of an assignment as sets of mention ids, whatever the cluster ids."""
+    groups: dict[Any, set[str]] = {}
+    for mention_id, cluster_id in assignment.items():
+        groups.setdefault(cluster_id, set()).add(mention_id)
+    return {frozenset(g) for g in groups.values()}
 
 
 # --- `corefsearch serve`: a saved reader, a real server, queries of the ECB+ subset ---------------------

@@ -27,6 +27,8 @@ from corefsearch.cluster.pairs import MentionPair, positive_pairs, training_pair
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.models import CLUSTERER_CONFIG
 
+pytestmark = pytest.mark.usefixtures("one_thread_each_test")
+
 FILLER = [f"w{i}" for i in range(200)]
 
 # --- a hand-made dataset ---------------------------------------------------------------------------------
@@ -94,16 +96,6 @@ def encoder(tiny_base: Path) -> MentionEncoder:
 
     torch.manual_seed(1)
     return MentionEncoder.from_base(str(tiny_base), ClustererConfig(mlp_hidden=16, mlp_out=8, dropout=0.0))
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Any:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def record(sentence: str, mention: str, context: str, occurrence: int = 0) -> MentionRecord:

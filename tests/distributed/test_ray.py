@@ -9,7 +9,6 @@ so the same batches give the same floats bit for bit."""
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import (
-    CLUSTER_DOCS,
     build_tiny_dataset,
+    cluster_words,
     corpus_words,
     frequent_words,
     index_contents,
     make_tiny_bert,
+    save_mention_encoder,
     save_tiny_bert,
+    tiny_reader,
     write_cluster_dataset,
 )
 from typer.testing import CliRunner
@@ -130,19 +131,13 @@ def test_bad_ray_options_are_clear_errors(small_dataset: Path, encoder: Path, tm
 @pytest.fixture(scope="module")
 def reader_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """The tiny corpus of the reader tests, its dense index (no Java) and an untrained reader."""
-    import torch
-
-    from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
-
     dataset = build_tiny_dataset(tmp_path_factory, (4, 2, 0))
     base = save_tiny_bert(tmp_path_factory.mktemp("reader-bert"), corpus_words(), seed=0,
                           max_positions=128)
     index = tmp_path_factory.mktemp("reader-index")
     build_dense_index(dataset, index, str(base), device="cpu")
-    torch.manual_seed(1)
-    config = ReaderConfig(head="integrated", markers=True, max_length=48, max_query_len=16, doc_stride=8, hidden=16)
     reader = tmp_path_factory.mktemp("reader") / "reader"
-    CrossEncoderReader.from_base(str(base), config).save(reader)
+    tiny_reader(base, "integrated").save(reader)  # seeded, as the reader tests' untrained readers
     return dataset, index, reader
 
 
@@ -193,18 +188,8 @@ def test_ray_without_a_reader_is_an_error(reader_setup: tuple[Path, Path, Path],
 
 @pytest.fixture(scope="module")
 def mention_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    import torch
-
-    from corefsearch.cluster.model import ClustererConfig, MentionEncoder
-
-    docs = CLUSTER_DOCS
-    words = dict.fromkeys(t for _, sentences in docs.values() for s in sentences
-                          for t in re.findall(r"\w+|[^\w\s]", s.lower()))
-    base = save_tiny_bert(tmp_path_factory.mktemp("mention-bert"), list(words), seed=0, max_positions=160)
-    torch.manual_seed(1)
-    encoder = MentionEncoder.from_base(str(base), ClustererConfig(mlp_hidden=16, mlp_out=8, threshold=0.5))
-    folder = tmp_path_factory.mktemp("mention-model") / "encoder"
-    encoder.save(folder)
+    base = save_tiny_bert(tmp_path_factory.mktemp("mention-bert"), cluster_words(), seed=0, max_positions=160)
+    folder = save_mention_encoder(base, tmp_path_factory.mktemp("mention-model") / "encoder")
     return write_cluster_dataset(tmp_path_factory.mktemp("mention-data") / "ds"), folder
 
 
