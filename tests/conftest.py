@@ -4,20 +4,26 @@ subset once per session, so that the tests that start the JVM share its cost."""
 
 from __future__ import annotations
 
-import json
 import os
-
-# TEMPORARY-SHARED-FIXTURES: some test modules still borrow fixtures from others by import
-import sys  # noqa: E402
+import random
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path[:0] = [str(folder) for folder in sorted(Path(__file__).resolve().parent.iterdir())
-                if folder.is_dir() and not folder.name.startswith((".", "_"))]
+from helpers import (
+    NEWS_DOCUMENTS,
+    NewsCorpus,
+    build_tiny_dataset,
+    corpus_words,
+    frequent_words,
+    make_tiny_bert,
+    news_mention_records,
+    one_torch_thread,
+    save_tiny_bert,
+    write_jsonl,
+    write_small_dataset,
+)
 
 # No progress bars in test output.
 os.environ["COREFSEARCH_QUIET"] = "1"
@@ -26,80 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 ECBPLUS_TARBALL = ROOT / "data" / "ecbplus" / "ECBplus.tar.gz"
 SUBSET_TOPICS = ("36", "37")
 
-# --- a small realistic corpus in the generic format ---------------------------------------------
-
-NEWS_DOCUMENTS: list[dict[str, Any]] = [
-    {"doc_id": "flood-1", "title": "River floods Dayton",
-     "text": "Torrential rain swept across Ohio on Tuesday. The Great Miami River overflowed its levees in "
-             "Dayton, flooding the downtown area. Mayor Nan Whaley said hundreds of residents were "
-             "evacuated. The National Guard was deployed on Wednesday."},
-    {"doc_id": "flood-2", "title": "Dayton cleans up",
-     "text": "Recovery began on Friday in Dayton. The flood, the worst the city has seen in a century, left "
-             "thousands without power. Evacuated residents returned to their homes."},
-    {"doc_id": "quake-1", "title": "Quake hits California",
-     "text": "A magnitude 6.4 earthquake struck northern California early Sunday. No deaths were reported "
-             "after the quake, according to the county sheriff."},
-    {"doc_id": "quake-2",
-     "text": "Aftershocks rattled Eureka on Monday. Sunday's earthquake damaged a bridge on Highway 101."},
-]
-
-# (mention_id, doc_id, phrase, cluster_id, type); each phrase occurs once in its document.
-# Sentences (units) of each document: flood-1 has 4, flood-2 has 3, quake-1 and quake-2 have 2.
-NEWS_MENTIONS: list[tuple[str, str, str, str, str]] = [
-    ("overflowed", "flood-1", "overflowed", "dayton-flood", "event"),          # flood-1 sentence 1
-    ("flooding", "flood-1", "flooding", "dayton-flood", "event"),              # flood-1 sentence 1
-    ("evacuated", "flood-1", "evacuated", "evacuation", "event"),              # flood-1 sentence 2
-    ("deployed", "flood-1", "deployed", "guard-deployment", "event"),          # singleton, sentence 3
-    ("flood", "flood-2", "flood,", "dayton-flood", "event"),                   # flood-2 sentence 1
-    ("evacuated-2", "flood-2", "Evacuated", "evacuation", "event"),            # flood-2 sentence 2
-    ("earthquake", "quake-1", "earthquake", "ca-quake", "event"),              # quake-1 sentence 0
-    ("quake", "quake-1", "quake,", "ca-quake", "event"),                       # quake-1 sentence 1
-    ("earthquake-2", "quake-2", "earthquake", "ca-quake", "event"),            # quake-2 sentence 1
-    ("aftershocks", "quake-2", "Aftershocks", "aftershocks", "event"),         # quake-2 sentence 0
-    ("rattled", "quake-2", "rattled", "aftershocks", "event"),                 # quake-2 sentence 0
-]
-
-
-@dataclass(frozen=True)
-class NewsCorpus:
-    """The generic-format news corpus written to ``folder`` (corpus.jsonl, mentions.jsonl)."""
-
-    folder: Path
-    documents: dict[str, dict[str, Any]]
-    mentions: dict[str, dict[str, Any]]
-
-    def mention_text(self, mention_id: str) -> str:
-        mention = self.mentions[mention_id]
-        return self.documents[mention["doc_id"]]["text"][mention["start"]:mention["end"]]
-
-
-def _write_jsonl(path: Path, records: list[Any]) -> Path:
-    """Write records (dicts, or raw strings for broken lines) one a line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records),
-                    encoding="utf-8")
-    return path
-
-
-def news_mention_records() -> list[dict[str, Any]]:
-    texts = {doc["doc_id"]: doc["text"] for doc in NEWS_DOCUMENTS}
-    records = []
-    for mention_id, doc_id, phrase, cluster_id, kind in NEWS_MENTIONS:
-        text = texts[doc_id]
-        assert text.count(phrase) == 1, phrase
-        start = text.index(phrase)
-        end = start + len(phrase.rstrip(","))
-        records.append({"mention_id": mention_id, "doc_id": doc_id, "start": start, "end": end,
-                        "cluster_id": cluster_id, "type": kind})
-    return records
+# --- a small realistic corpus in the generic format (helpers.py) ----------------------------
 
 
 @pytest.fixture
 def news_corpus(tmp_path: Path) -> NewsCorpus:
     folder = tmp_path / "news"
     mentions = news_mention_records()
-    _write_jsonl(folder / "corpus.jsonl", NEWS_DOCUMENTS)
-    _write_jsonl(folder / "mentions.jsonl", mentions)
+    write_jsonl(folder / "corpus.jsonl", NEWS_DOCUMENTS)
+    write_jsonl(folder / "mentions.jsonl", mentions)
     return NewsCorpus(folder, {d["doc_id"]: d for d in NEWS_DOCUMENTS}, {m["mention_id"]: m for m in mentions})
 
 
@@ -143,3 +84,57 @@ def subset_index(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory)
     build_lucene_index(subset_dataset, out, fields=True)
     return out
 
+
+# --- tiny random models and corpora (builders in helpers.py) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Any:
+    """Tiny models run fastest on one thread (and several threads crawl when the CPU is shared)."""
+    with one_torch_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary of the tiny news corpus."""
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), corpus_words(), seed=0, max_positions=128)
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four training events and two dev events (a seeded cluster split)."""
+    return build_tiny_dataset(tmp_path_factory, (4, 2, 0))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of every train and dev query over every other passage, in a seeded random order
+    (the reader does not care which retriever made it)."""
+    from corefsearch.datasets.dataset import Dataset
+    from corefsearch.io.trec import RunRow, write_run
+
+    dataset = Dataset(tiny_dataset)
+    passage_ids = [p.id for p in dataset.passages()]
+    rng = random.Random(3)
+    rows = []
+    for split in ("train", "dev"):
+        for query in dataset.queries(split):
+            order = [pid for pid in passage_ids if pid != query.passage_id]
+            rng.shuffle(order)
+            rows += [RunRow(query.id, pid, rank, 100.0 - rank, "shuffled") for rank, pid in enumerate(order, 1)]
+    out = tmp_path_factory.mktemp("run") / "train.trec"
+    write_run(out, rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About 96 sentence passages (24 documents of 4 sentences), 8 event clusters."""
+    return write_small_dataset(tmp_path_factory.mktemp("small"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT with the ECB+ subset's frequent words."""
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), frequent_words(subset_dataset), seed=0)

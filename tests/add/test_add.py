@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import NEWS_DOCUMENTS, news_mention_records
-from tiny_models import make_tiny_bert
+from helpers import NEWS_DOCUMENTS, make_tiny_bert, news_mention_records
 from typer.testing import CliRunner
 
 from corefsearch import add as add_module

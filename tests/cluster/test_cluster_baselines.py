@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import NEWS_DOCUMENTS, NewsCorpus, _write_jsonl
+from helpers import NEWS_DOCUMENTS, NewsCorpus, partition, read_clusters, write_jsonl
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -29,22 +29,6 @@ def _build(folder: Path, out: Path) -> Path:
     return out
 
 
-def _clusters(path: Path) -> dict[str, str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines]
-    assert all(set(r) == {"mention_id", "cluster_id"} for r in records)
-    assignment = {r["mention_id"]: r["cluster_id"] for r in records}
-    assert len(assignment) == len(records)
-    return assignment
-
-
-def _partition(assignment: dict[str, str]) -> set[frozenset[str]]:
-    groups: dict[str, set[str]] = {}
-    for mention_id, cluster_id in assignment.items():
-        groups.setdefault(cluster_id, set()).add(mention_id)
-    return {frozenset(g) for g in groups.values()}
-
-
 # --- the news corpus: singletons and lemma ------------------------------------------------------------
 
 
@@ -53,18 +37,18 @@ def test_lemma_groups_mentions_with_the_same_head_lemma(news_corpus: NewsCorpus,
     summary = cluster_dataset(dataset, tmp_path / "lemma.jsonl", method="lemma", scope="corpus")
     # "flooding"/"flood," share the lemma flood, the two "earthquake"s theirs; "quake" is another word,
     # and the adjectival "Evacuated residents" has the lemma "evacuated", not the verb's "evacuate".
-    assert _partition(_clusters(tmp_path / "lemma.jsonl")) == {
+    assert partition(read_clusters(tmp_path / "lemma.jsonl")) == {
         frozenset({"flooding", "flood"}), frozenset({"earthquake", "earthquake-2"}), frozenset({"quake"}),
         frozenset({"overflowed"}), frozenset({"evacuated"}), frozenset({"evacuated-2"}), frozenset({"deployed"}),
         frozenset({"aftershocks"}), frozenset({"rattled"})}
     assert (summary.mentions, summary.clusters, summary.groups) == (11, 9, 1)
-    assert _clusters(tmp_path / "lemma.jsonl")["flood"] == "corpus/event/flood"
+    assert read_clusters(tmp_path / "lemma.jsonl")["flood"] == "corpus/event/flood"
 
 
 def test_singletons_puts_every_mention_alone(news_corpus: NewsCorpus, tmp_path: Path) -> None:
     dataset = _build(news_corpus.folder, tmp_path / "ds")
     summary = cluster_dataset(dataset, tmp_path / "single.jsonl", method="singletons", scope="corpus")
-    assignment = _clusters(tmp_path / "single.jsonl")
+    assignment = read_clusters(tmp_path / "single.jsonl")
     assert set(assignment) == set(news_corpus.mentions)
     assert len(set(assignment.values())) == len(assignment) == summary.clusters == 11
 
@@ -72,15 +56,15 @@ def test_singletons_puts_every_mention_alone(news_corpus: NewsCorpus, tmp_path: 
 def test_lemma_keeps_events_and_entities_apart(tmp_path: Path) -> None:
     text = "Police arrested the protest leader. The arrest of the leader sparked a protest."
     folder = tmp_path / "typed"
-    _write_jsonl(folder / "corpus.jsonl", [{"doc_id": "d1", "text": text}])
+    write_jsonl(folder / "corpus.jsonl", [{"doc_id": "d1", "text": text}])
     spans = [("m1", text.index("protest"), "protest-e", "event"), ("m2", text.rindex("protest"), "protest-x", "entity")]
     mentions = [{"mention_id": m, "doc_id": "d1", "start": start, "end": start + len("protest"), "cluster_id": c,
                  "type": kind} for m, start, c, kind in spans]
-    _write_jsonl(folder / "mentions.jsonl", mentions)
+    write_jsonl(folder / "mentions.jsonl", mentions)
     with pytest.warns(UserWarning, match="the dataset has no queries"):  # single-mention clusters: nothing to search
         dataset = _build(folder, tmp_path / "ds")
     cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", scope="corpus")
-    assert _clusters(tmp_path / "c.jsonl") == {"m1": "corpus/event/protest", "m2": "corpus/entity/protest"}
+    assert read_clusters(tmp_path / "c.jsonl") == {"m1": "corpus/event/protest", "m2": "corpus/entity/protest"}
 
 
 # --- scopes --------------------------------------------------------------------------------------------
@@ -100,8 +84,8 @@ TOPIC_MENTIONS = [("raid-1-attack", "raid-1", "attacked", "raid"), ("raid-2-atta
 def topic_dataset(tmp_path: Path) -> Path:
     folder = tmp_path / "topics"
     texts = {d["doc_id"]: d["text"] for d in TOPIC_DOCUMENTS}
-    _write_jsonl(folder / "corpus.jsonl", TOPIC_DOCUMENTS)
-    _write_jsonl(folder / "mentions.jsonl", [
+    write_jsonl(folder / "corpus.jsonl", TOPIC_DOCUMENTS)
+    write_jsonl(folder / "mentions.jsonl", [
         {"mention_id": m, "doc_id": d, "start": texts[d].index(w), "end": texts[d].index(w) + len(w), "cluster_id": c}
         for m, d, w, c in TOPIC_MENTIONS])
     return _build(folder, tmp_path / "topic-ds")
@@ -120,13 +104,13 @@ def test_generic_topic_is_kept_on_passages(topic_dataset: Path) -> None:
 def test_scope_limits_lemma_matching(topic_dataset: Path, tmp_path: Path, scope: str,
                                      expected: set[frozenset[str]], groups: int) -> None:
     summary = cluster_dataset(topic_dataset, tmp_path / "c.jsonl", method="lemma", scope=scope)
-    assert _partition(_clusters(tmp_path / "c.jsonl")) == expected
+    assert partition(read_clusters(tmp_path / "c.jsonl")) == expected
     assert summary.groups == groups
 
 
 def test_topic_scope_names_clusters_after_the_gold_topic(topic_dataset: Path, tmp_path: Path) -> None:
     cluster_dataset(topic_dataset, tmp_path / "c.jsonl", method="lemma", scope="topic")
-    assert _clusters(tmp_path / "c.jsonl") == {"raid-1-attack": "raid/event/attack",
+    assert read_clusters(tmp_path / "c.jsonl") == {"raid-1-attack": "raid/event/attack",
                                                "raid-2-attack": "raid/event/attack",
                                                "hack-1-attack": "hack/event/attack"}
 
@@ -145,7 +129,7 @@ def test_topic_threshold_is_only_for_predicted_topics(topic_dataset: Path, tmp_p
     with pytest.raises(InputError, match="--scope predicted-topic"):
         cluster_dataset(topic_dataset, tmp_path / "c.jsonl", scope="topic", topic_threshold=0.5)
     cluster_dataset(topic_dataset, tmp_path / "c.jsonl", scope="predicted-topic", topic_threshold=1e-6)
-    assert len(set(_clusters(tmp_path / "c.jsonl").values())) == 3
+    assert len(set(read_clusters(tmp_path / "c.jsonl").values())) == 3
 
 
 # --- ECB+ ----------------------------------------------------------------------------------------------
@@ -160,7 +144,7 @@ def test_ecbplus_passages_record_their_topic(subset_dataset: Path) -> None:
 def test_ecbplus_lemma_clusters_within_topics(subset_dataset: Path, tmp_path: Path) -> None:
     by_topic = cluster_dataset(subset_dataset, tmp_path / "topic.jsonl", method="lemma", scope="topic")
     whole = cluster_dataset(subset_dataset, tmp_path / "corpus.jsonl", method="lemma", scope="corpus")
-    topic_clusters, corpus_clusters = _clusters(tmp_path / "topic.jsonl"), _clusters(tmp_path / "corpus.jsonl")
+    topic_clusters, corpus_clusters = read_clusters(tmp_path / "topic.jsonl"), read_clusters(tmp_path / "corpus.jsonl")
     gold = {m for line in (subset_dataset / "clusters.jsonl").read_text().splitlines()
             for m in json.loads(line)["mention_ids"]}
     assert set(topic_clusters) == set(corpus_clusters) == gold
@@ -168,8 +152,8 @@ def test_ecbplus_lemma_clusters_within_topics(subset_dataset: Path, tmp_path: Pa
     for mention_id, cluster_id in topic_clusters.items():
         assert cluster_id.split("/")[0] == mention_id.split("_")[0]  # "36_1ecb_m3" is clustered in topic 36
     # Within a topic the clusters are the same as over the corpus, split by topic.
-    assert _partition(topic_clusters) == {frozenset(g & {m for m in gold if m.startswith(f"{t}_")})
-                                          for g in _partition(corpus_clusters) for t in ("36", "37")} - {frozenset()}
+    assert partition(topic_clusters) == {frozenset(g & {m for m in gold if m.startswith(f"{t}_")})
+                                          for g in partition(corpus_clusters) for t in ("36", "37")} - {frozenset()}
     assert 2 <= by_topic.clusters < len(gold)
 
 
@@ -198,7 +182,7 @@ def test_cli_cluster_writes_both_files(topic_dataset: Path, tmp_path: Path) -> N
                                  "singletons", "--scope", "corpus", "--conll", str(tmp_path / "c.conll")])
     assert result.exit_code == 0, result.output
     assert "Clustered 3 mentions into 3 clusters" in result.output
-    assert len(_clusters(tmp_path / "c.jsonl")) == 3
+    assert len(read_clusters(tmp_path / "c.jsonl")) == 3
     assert (tmp_path / "c.conll").read_text().count("\n") == 5
     assert not list(tmp_path.glob(".c.*"))  # no lock or temporary file left
 
@@ -246,8 +230,8 @@ def test_bad_options_and_outputs(topic_dataset: Path, tmp_path: Path) -> None:
                                             (True, "field 'topic' must be a non-empty string or integer")])
 def test_generic_topic_is_checked(tmp_path: Path, topic: object, why: str) -> None:
     folder = tmp_path / "bad"
-    _write_jsonl(folder / "corpus.jsonl", [NEWS_DOCUMENTS[0], {**NEWS_DOCUMENTS[1], "topic": topic}])
-    _write_jsonl(folder / "mentions.jsonl", [])
+    write_jsonl(folder / "corpus.jsonl", [NEWS_DOCUMENTS[0], {**NEWS_DOCUMENTS[1], "topic": topic}])
+    write_jsonl(folder / "mentions.jsonl", [])
     with pytest.raises(InputError, match=rf"corpus.jsonl:2: document flood-2: {why}"):
         list(read_generic(folder))
 

@@ -5,14 +5,24 @@ test clusters."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from tiny_models import save_tiny_bert
-from training_helpers import Interrupt, assert_same_model
+from helpers import CLUSTER_DOCS as DOCS
+from helpers import CLUSTER_MENTIONS as MENTIONS
+from helpers import CLUSTER_SPLITS as SPLITS
+from helpers import (
+    Interrupt,
+    assert_same_model,
+    cluster_words,
+    partition,
+    read_clusters,
+    save_mention_encoder,
+    save_tiny_bert,
+)
+from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -27,50 +37,7 @@ from corefsearch.training import seed_everything
 from corefsearch.training.checkpoint import work_dir_for
 
 runner = CliRunner(env={"COLUMNS": "250"})
-
-# doc -> (topic, [sentence 0, sentence 1]); mentions: (id, doc, sentence N, word, cluster)
-DOCS = {
-    "a1": ("fire", ["A fire broke out at the mill in Leeds.", "The mill was destroyed by morning."]),
-    "a2": ("fire", ["Crews fought the blaze for hours.", "The building burned down before dawn."]),
-    "b1": ("court", ["The judge sentenced the man on Friday.", "He had robbed a bank in May."]),
-    "b2": ("court", ["A court jailed the robber for ten years.", "The robbery shocked the town."]),
-    "c1": ("quake", ["An earthquake struck the coast.", "Six people were killed in the village."]),
-    "c2": ("quake", ["The quake hit at night and rescuers came.", "Two men died under the rubble."]),
-    "d1": ("markets", ["Shares fell sharply on Monday.", "Oil prices rose after the news."]),
-    "d2": ("markets", ["Stocks dropped again on Tuesday.", "Traders were worried."]),
-}
-MENTIONS = [("a1-fire", "a1", 0, "fire", "fire"), ("a2-blaze", "a2", 0, "blaze", "fire"),
-            ("a1-destroyed", "a1", 1, "destroyed", "burn"), ("a2-burned", "a2", 1, "burned", "burn"),
-            ("b1-sentenced", "b1", 0, "sentenced", "jail"), ("b2-jailed", "b2", 0, "jailed", "jail"),
-            ("b1-robbed", "b1", 1, "robbed", "rob"), ("b2-robbery", "b2", 1, "robbery", "rob"),
-            ("c1-earthquake", "c1", 0, "earthquake", "quake"), ("c2-quake", "c2", 0, "quake", "quake"),
-            ("c1-killed", "c1", 1, "killed", "die"), ("c2-died", "c2", 1, "died", "die"),
-            ("c2-came", "c2", 0, "came", "rescue"),
-            ("d1-fell", "d1", 0, "fell", "fall"), ("d2-dropped", "d2", 0, "dropped", "fall"),
-            ("d1-rose", "d1", 1, "rose", "rise")]
-SPLITS = {"fire": "train", "burn": "train", "jail": "train", "rob": "train", "quake": "dev", "die": "dev",
-          "rescue": "dev", "fall": "test", "rise": "test"}
-
-
-def write_dataset(root: Path, splits: dict[str, str] = SPLITS) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text(json.dumps({"kind": "dataset"}), encoding="utf-8")
-    lines = []
-    for doc_id, (topic, sentences) in DOCS.items():
-        for number, text in enumerate(sentences):
-            mentions = [{"mention_id": m, "start": text.index(w), "end": text.index(w) + len(w), "cluster_id": c,
-                         "type": "event"} for m, d, n, w, c in MENTIONS if d == doc_id and n == number]
-            lines.append({"id": f"{doc_id}-{number}", "doc_id": doc_id, "title": "", "text": text,
-                          "mentions": mentions, "topic": topic})
-    (root / "passages.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    clusters: dict[str, list[str]] = {}
-    for mention_id, _, _, _, cluster in MENTIONS:
-        clusters.setdefault(cluster, []).append(mention_id)
-    (root / "clusters.jsonl").write_text("".join(
-        json.dumps({"cluster_id": c, "split": splits[c], "type": "event", "mention_ids": ids}) + "\n"
-        for c, ids in clusters.items()), encoding="utf-8")
-    return root
-
+pytestmark = pytest.mark.usefixtures("one_thread_each_test")
 
 def split_ids(split: str) -> set[str]:
     return {m for m, _, _, _, c in MENTIONS if SPLITS[c] == split}
@@ -79,9 +46,7 @@ def split_ids(split: str) -> set[str]:
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary."""
-    words = dict.fromkeys(t for _, sentences in DOCS.values() for s in sentences
-                          for t in re.findall(r"\w+|[^\w\s]", s.lower()))
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), list(words), seed=0, max_positions=160)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), cluster_words(), seed=0, max_positions=160)
 
 
 @pytest.fixture(scope="module")
@@ -92,38 +57,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def model_dir(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained mention encoder saved with τ 0.5."""
-    import torch
-
-    torch.manual_seed(1)
-    encoder = MentionEncoder.from_base(str(tiny_base), ClustererConfig(mlp_hidden=16, mlp_out=8, threshold=0.5))
-    folder = tmp_path_factory.mktemp("model") / "encoder"
-    encoder.save(folder)
-    return folder
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Any:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def clusters_file(path: Path) -> dict[str, str]:
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    assert all(set(r) == {"mention_id", "cluster_id"} for r in records)
-    assignment = {r["mention_id"]: r["cluster_id"] for r in records}
-    assert len(assignment) == len(records)
-    return assignment
-
-
-def partition(assignment: dict[str, Any]) -> set[frozenset[str]]:
-    groups: dict[Any, set[str]] = {}
-    for mention_id, cluster_id in assignment.items():
-        groups.setdefault(cluster_id, set()).add(mention_id)
-    return {frozenset(g) for g in groups.values()}
+    return save_mention_encoder(tiny_base, tmp_path_factory.mktemp("model") / "encoder")
 
 
 def vectors_of(model_dir: Path, dataset: Path, split: str) -> tuple[list[str], np.ndarray]:
@@ -168,7 +102,7 @@ def test_every_scope_writes_a_partition_of_exactly_the_splits_mentions(model_dir
     out, conll = tmp_path / "c.jsonl", tmp_path / "c.conll"
     summary = cluster_dataset(dataset, out, method="encoder", split=split, scope=scope, conll=conll,
                               model=model_dir, device="cpu")
-    assignment = clusters_file(out)
+    assignment = read_clusters(out)
     assert set(assignment) == split_ids(split)
     assert summary.threshold == 0.5 and summary.mentions == len(assignment)
     assert summary.clusters == len(set(assignment.values()))
@@ -187,19 +121,19 @@ def test_the_partition_is_that_of_average_linkage_on_the_encoders_vectors(model_
     assert 1 < len(expected) < len(ids)
     cluster_dataset(dataset, tmp_path / "c.jsonl", method="encoder", split="train", scope="corpus",
                     model=model_dir, threshold=tau, k=len(ids), device="cpu")
-    assert partition(clusters_file(tmp_path / "c.jsonl")) == expected  # kNN graph with k ≥ n = all pairs
+    assert partition(read_clusters(tmp_path / "c.jsonl")) == expected  # kNN graph with k ≥ n = all pairs
     cluster_dataset(dataset, tmp_path / "t.jsonl", method="encoder", split="train", scope="topic",
                     model=model_dir, threshold=tau, device="cpu")
     topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS}
     by_topic = {frozenset(c & {m for m in ids if topic[m] == t}) for c in expected for t in ("fire", "court")}
-    assert partition(clusters_file(tmp_path / "t.jsonl")) == by_topic - {frozenset()}
+    assert partition(read_clusters(tmp_path / "t.jsonl")) == by_topic - {frozenset()}
 
 
 def test_corpus_scope_with_few_neighbours_still_partitions_every_mention(model_dir: Path, dataset: Path,
                                                                          tmp_path: Path) -> None:
     cluster_dataset(dataset, tmp_path / "c.jsonl", method="encoder", split="train", scope="corpus",
                     model=model_dir, threshold=0.9, k=1, device="cpu")
-    assert set(clusters_file(tmp_path / "c.jsonl")) == split_ids("train")
+    assert set(read_clusters(tmp_path / "c.jsonl")) == split_ids("train")
 
 
 def test_threshold_sweep_cuts_the_same_partitions_as_clustering_at_each_tau(model_dir: Path, dataset: Path) -> None:
@@ -309,7 +243,7 @@ def test_training_lowers_the_loss_and_saves_an_encoder_with_the_dev_threshold(ti
                  "--split", "dev", "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert f"at τ {summary.extras.threshold:g}" in result.output
-    assert set(clusters_file(tmp_path / "c.jsonl")) == split_ids("dev")
+    assert set(read_clusters(tmp_path / "c.jsonl")) == split_ids("dev")
     with pytest.raises(InputError, match="--overwrite"):
         train_clusterer(dataset, out, args)
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import save_tiny_bert
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_models import save_tiny_bert
 
 from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
@@ -26,6 +26,8 @@ from corefsearch.cluster.model import HEAD_WEIGHTS, ClustererConfig, MentionEnco
 from corefsearch.cluster.pairs import MentionPair, positive_pairs, training_pairs
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.models import CLUSTERER_CONFIG
+
+pytestmark = pytest.mark.usefixtures("one_thread_each_test")
 
 FILLER = [f"w{i}" for i in range(200)]
 
@@ -94,16 +96,6 @@ def encoder(tiny_base: Path) -> MentionEncoder:
 
     torch.manual_seed(1)
     return MentionEncoder.from_base(str(tiny_base), ClustererConfig(mlp_hidden=16, mlp_out=8, dropout=0.0))
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Any:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def record(sentence: str, mention: str, context: str, occurrence: int = 0) -> MentionRecord:

@@ -4,7 +4,7 @@ extreme input, a run that goes through and says what it did (a warning). Also Ja
 messages printed whole when stderr is not a terminal, options refused before any work, and
 training without dev queries.
 
-Tiny random BERTs and datasets come from test_dense_train.py and test_dense_index.py."""
+Tiny random BERTs and datasets come from helpers.py and conftest.py."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dense_index
-import test_dense_train
 import typer
+from helpers import build_tiny_dataset
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -31,11 +30,8 @@ from corefsearch.errors import InputError
 runner = CliRunner()
 java = pytest.mark.java
 
-# The tiny models, corpora and datasets of the dense tests (shared by assignment, as test_reader.py does).
-tiny_base = test_dense_train.tiny_base
-one_thread = test_dense_train.one_thread
-tiny_model = test_dense_index.tiny_model
-small_dataset = test_dense_index.small_dataset
+# The tiny models, corpora and datasets of the dense tests (conftest.py), on one torch thread.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def fails(*args: object) -> str:
@@ -446,7 +442,7 @@ def test_train_reader_with_a_run_without_dev_queries(tiny_base: Path, tmp_path_f
                                                      tmp_path: Path) -> None:
     from corefsearch.io.trec import RunRow, write_run
 
-    dataset = test_dense_train.build(tmp_path_factory, (4, 2, 0))
+    dataset = build_tiny_dataset(tmp_path_factory, (4, 2, 0))
     passage_ids = [p.id for p in Dataset(dataset).passages()]
     rows = []
     for query in Dataset(dataset).queries("train"):  # train queries only: the run holds no dev query
@@ -466,7 +462,7 @@ def test_train_reader_with_a_run_without_dev_queries(tiny_base: Path, tmp_path_f
 
 def test_train_retriever_with_an_empty_dev_split(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory,
                                                  tmp_path: Path) -> None:
-    dataset = test_dense_train.build(tmp_path_factory, (1, 0, 0))
+    dataset = build_tiny_dataset(tmp_path_factory, (1, 0, 0))
     assert not Dataset(dataset).queries("dev")
     result = succeeds("train", "retriever", dataset, "--out", tmp_path / "retriever", "--base-model", tiny_base,
                       "--epochs", "1", "--batch-size", "8", "--pooling", "mean", "--max-query-len", "24",

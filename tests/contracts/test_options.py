@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dense_train
-import test_reader
+from helpers import reader_args, retriever_args
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -27,6 +26,7 @@ from corefsearch.segmentation import keep_mentions_whole, line_spans, sentence_u
 from corefsearch.training import DEFAULT_LOG_EVERY, TrainingProgress, resolve_log_every
 
 runner = CliRunner(env={"COLUMNS": "250"})
+pytestmark = pytest.mark.usefixtures("one_thread")  # the tiny models run on one torch thread
 
 
 def succeeds(*args: object) -> Any:
@@ -355,12 +355,7 @@ def test_sentences_is_refused_for_formats_with_their_own_sentences(tmp_path: Pat
 
 # --- progress lines of long training runs, --threads, --dev-max-queries ------------------------------
 
-# The tiny corpus, random BERT and run of the retriever and reader tests (module fixtures, shared by assignment).
-tiny_base = test_dense_train.tiny_base
-tiny_dataset = test_dense_train.tiny_dataset
-tiny_run = test_reader.tiny_run
-one_thread = test_dense_train.one_thread
-tiny_args = test_dense_train.tiny_args
+# The tiny corpus, random BERT and run of the retriever and reader tests: conftest.py's fixtures.
 
 PROGRESS_LINE = re.compile(r"^step (\d+)/(\d+) \(epoch (\d+)/(\d+)\): loss \d+\.\d{4}, \d+\.\d\d steps/s, "
                            r"ETA (\d+ days?, )?\d+:\d\d:\d\d$")
@@ -398,13 +393,13 @@ def test_train_retriever_logs_progress_lines(tiny_base: Path, tiny_dataset: Path
     from corefsearch.dense.train import train_retriever
 
     messages: list[str] = []
-    summary = train_retriever(tiny_dataset, tmp_path / "model", tiny_args(tiny_base, epochs=1, max_steps=5,
+    summary = train_retriever(tiny_dataset, tmp_path / "model", retriever_args(tiny_base, epochs=1, max_steps=5,
                                                                           log_every=2), log=messages.append)
     assert summary.total_steps == 5
     assert progress_steps(messages) == [2, 4, 5]
     assert all(PROGRESS_LINE.match(m).group(2) == "5" for m in messages if PROGRESS_LINE.match(m))  # type: ignore[union-attr]
     quiet: list[str] = []
-    train_retriever(tiny_dataset, tmp_path / "quiet", tiny_args(tiny_base, epochs=1, max_steps=3, log_every=0),
+    train_retriever(tiny_dataset, tmp_path / "quiet", retriever_args(tiny_base, epochs=1, max_steps=3, log_every=0),
                     log=quiet.append)
     assert quiet and not progress_steps(quiet)
 
@@ -450,7 +445,7 @@ def test_train_reader_logs_progress_lines_and_takes_threads(tiny_base: Path, tin
 
     torch.set_num_threads(2)
     messages: list[str] = []
-    args = replace(test_reader.tiny_args(tiny_base), max_steps=3, log_every=2, threads=1, dev_max_queries=2)
+    args = replace(reader_args(tiny_base), max_steps=3, log_every=2, threads=1, dev_max_queries=2)
     assert isinstance(args, ReaderTrainingArguments)
     summary = train_reader(tiny_dataset, tiny_run, tmp_path / "reader", args, log=messages.append)
     assert summary.total_steps == 3 and progress_steps(messages) == [2, 3]

@@ -4,7 +4,7 @@ killed run left is cleaned up, and a missing model folder says so. (That an inte
 resumes to exactly the uninterrupted result is tested once for the loop, in test_training_loop.py,
 and once per trainer, in test_dense_train.py, test_reader.py and test_cluster_encoder.py.)
 
-Tiny random BERTs and the tiny news corpus of test_dense_train.py; no Java unless marked."""
+Tiny random BERTs and the tiny news corpus of helpers.py; no Java unless marked."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dense_train
-import test_reader
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -35,11 +33,8 @@ from corefsearch.training.checkpoint import work_dir_for
 
 # A wide console, so that rich does not wrap long temporary paths in the output.
 runner = CliRunner(env={"COLUMNS": "400"})
-# The tiny corpus and random BERT of the retriever tests (module fixtures, shared by assignment).
-tiny_base = test_dense_train.tiny_base
-one_thread = test_dense_train.one_thread
-tiny_dataset = test_dense_train.tiny_dataset
-tiny_run = test_reader.tiny_run
+# The tiny corpus and random BERT of the retriever tests (conftest.py), on one torch thread.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 REPO = Path(__file__).resolve().parents[2]
 

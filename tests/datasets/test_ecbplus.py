@@ -11,7 +11,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import NewsCorpus
+from helpers import NewsCorpus
 
 from corefsearch.datasets.ecbplus import (
     SENTENCES_CSV,

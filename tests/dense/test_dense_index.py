@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from tiny_models import frequent_words, make_tiny_bert
+from helpers import frequent_words, index_contents, make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
-from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.datasets.generic import read_generic
 from corefsearch.dense import faiss_index, indexing
 from corefsearch.dense.chunks import shard_chunks
 from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
@@ -36,12 +33,7 @@ java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})
 
 
-# --- a tiny random BERT (tests/tiny_models.py) ------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def tiny_model(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), frequent_words(subset_dataset), seed=0)
+# --- tiny random BERTs (helpers.py; tiny_model in conftest.py) ------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -51,31 +43,7 @@ def other_model(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 # --- a small generic dataset for the encoding mechanics -----------------------------------------
 
-EVENTS = ["earthquake", "flood", "election", "fire", "strike", "trial", "storm", "merger"]
-PLACES = ["Dayton", "Jakarta", "Eureka", "Lima", "Oslo", "Perth", "Quito", "Cairo"]
-
-
-@pytest.fixture(scope="module")
-def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 96 sentence passages (24 documents of 4 sentences), 8 event clusters."""
-    root = tmp_path_factory.mktemp("small")
-    documents, mentions = [], []
-    for d in range(24):
-        event, place = EVENTS[d % 8], PLACES[(d * 3) % 8]
-        sentences = [f"The {event} hit {place} on day {d}.", f"Officials in {place} counted {d + 3} reports.",
-                     f"Witness number {d} described the {event} again.", f"Story {d} ends here with {place}."]
-        text = " ".join(sentences)
-        documents.append({"doc_id": f"doc{d}", "title": f"News {d}", "text": text})
-        for occurrence in (m.start() for m in re.finditer(event, text)):
-            mentions.append({"mention_id": f"m{d}-{occurrence}", "doc_id": f"doc{d}", "start": occurrence,
-                             "end": occurrence + len(event), "cluster_id": event})
-    corpus = root / "corpus"
-    corpus.mkdir()
-    (corpus / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
-    (corpus / "mentions.jsonl").write_text("".join(json.dumps(m) + "\n" for m in mentions))
-    out = root / "dataset"
-    build_dataset(read_generic(corpus), out, BuildOptions(split_ratios=(0.0, 0.0, 1.0)))
-    return out
+# small_dataset (conftest.py): about 96 sentence passages (24 documents of 4 sentences), 8 event clusters.
 
 
 CHUNK = 10  # passages per chunk in these tests (the default is 8,192)
@@ -87,13 +55,6 @@ def reference_index(small_dataset: Path, tiny_model: Path, tmp_path_factory: pyt
     out = tmp_path_factory.mktemp("reference")
     build_dense_index(small_dataset, out, str(tiny_model), chunk_size=CHUNK, device="cpu")
     return out
-
-
-def index_contents(index: Path) -> tuple[list[str], np.ndarray]:
-    """Row ids and the stored vectors of a flat index."""
-    searcher_index = faiss_index.read_index(index / "dense" / "faiss.index")
-    ids = (index / "dense" / "ids.txt").read_text().splitlines()
-    return ids, searcher_index.reconstruct_n(0, searcher_index.ntotal)
 
 
 def invoke(*args: object, expect_error: bool = False) -> Any:

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_models import save_tiny_bert
-from training_helpers import Interrupt, assert_same_model
+from helpers import Interrupt, assert_same_model, build_tiny_dataset, retriever_args
 from typer.testing import CliRunner
 
 from corefsearch.dense.examples import (
@@ -24,124 +21,15 @@ from corefsearch.dense.examples import (
 )
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
-from corefsearch.dense.train import RetrieverTrainingArguments, train_retriever
+from corefsearch.dense.train import train_retriever
 from corefsearch.errors import InputError
 from corefsearch.models import MENTION_END, MENTION_START
 from corefsearch.schema import Query
 from corefsearch.training.checkpoint import work_dir_for
 
-# --- a tiny news corpus: six events, two documents each, one mention a sentence ({marked}) ----------
+# The tiny news corpus and random BERT of helpers.py / conftest.py, on one torch thread.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-EVENTS: dict[str, list[tuple[str, list[str]]]] = {
-    "dayton-flood": [
-        ("Dayton under water", ["Heavy rain {flooded} downtown Dayton on Tuesday.",
-                                "The {flood} forced hundreds of families from their homes."]),
-        ("Dayton recovers", ["Dayton residents returned home after the {flooding}.",
-                             "Officials said the {flood} caused damage worth millions."]),
-    ],
-    "eureka-quake": [
-        ("Quake in California", ["A strong {earthquake} shook northern California on Sunday.",
-                                 "The {quake} damaged a bridge near Eureka."]),
-        ("Eureka schools reopen", ["Eureka schools reopened days after the {earthquake}.",
-                                   "Engineers inspected the bridge the {tremor} had cracked."]),
-    ],
-    "springfield-election": [
-        ("Lopez wins", ["Voters {elected} Maria Lopez mayor of Springfield on Monday.",
-                        "Her {victory} ended twelve years of rule by one party."]),
-        ("Record turnout", ["Lopez thanked supporters a day after her {election}.",
-                            "Turnout in the {vote} reached a record high."]),
-    ],
-    "leeds-fire": [
-        ("Mill burns", ["A {fire} destroyed the old textile mill in Leeds.",
-                        "Firefighters fought the {blaze} through the night."]),
-        ("Arson suspected", ["Police suspect arson in the mill {fire}.",
-                             "The {blaze} sent smoke across the city centre."]),
-    ],
-    "acme-merger": [
-        ("Acme buys Baker", ["Acme Foods agreed to {acquire} Baker Brothers for two billion dollars.",
-                             "The {deal} still needs approval from regulators."]),
-        ("Baker shares jump", ["Shares of Baker Brothers jumped after the {takeover} was announced.",
-                               "Analysts praised the {acquisition} on Wednesday."]),
-    ],
-    "rail-strike": [
-        ("Rail strike", ["Rail workers began a {strike} across the country on Friday.",
-                         "The {walkout} stranded thousands of commuters."]),
-        ("Trains run again", ["Union leaders ended the rail {strike} after three days.",
-                              "Trains ran normally again after the {walkout}."]),
-    ],
-}
-
-
-
-def write_corpus(folder: Path) -> None:
-    documents, mentions = [], []
-    for cluster, docs in EVENTS.items():
-        for number, (title, sentences) in enumerate(docs):
-            doc_id = f"{cluster}-{number}"
-            text = ""
-            for sentence in sentences:
-                start = len(text) + sentence.index("{")
-                phrase = sentence[sentence.index("{") + 1:sentence.index("}")]
-                mentions.append({"mention_id": f"{doc_id}-{len(mentions)}", "doc_id": doc_id, "start": start,
-                                 "end": start + len(phrase), "cluster_id": cluster, "type": "event"})
-                text += sentence.replace("{", "").replace("}", "") + " "
-            documents.append({"doc_id": doc_id, "title": title, "text": text.strip()})
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
-    (folder / "mentions.jsonl").write_text("".join(json.dumps(m) + "\n" for m in mentions), encoding="utf-8")
-
-
-def corpus_words() -> list[str]:
-    words: dict[str, None] = {}
-    for docs in EVENTS.values():
-        for title, sentences in docs:
-            for piece in [title, *sentences]:
-                for token in re.findall(r"\w+|[^\w\s]", piece.replace("{", "").replace("}", "").lower()):
-                    words[token] = None
-    return list(words)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Any:
-    """Tiny models run fastest on one thread (and several threads crawl when the CPU is shared)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer, 32-wide BERT with random weights and a word-level vocabulary of the corpus."""
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), corpus_words(), seed=0, max_positions=128)
-
-
-def build(tmp_path_factory: pytest.TempPathFactory, ratios: tuple[float, float, float]) -> Path:
-    from corefsearch.datasets.build import BuildOptions, build_dataset
-    from corefsearch.datasets.generic import read_generic
-
-    root = tmp_path_factory.mktemp("tiny-dataset")
-    write_corpus(root / "corpus")
-    out = root / "dataset"
-    build_dataset(read_generic(root / "corpus"), out, BuildOptions(split_ratios=ratios, seed=13))
-    return out
-
-
-@pytest.fixture(scope="module")
-def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four training events and two dev events (a seeded cluster split)."""
-    return build(tmp_path_factory, (4, 2, 0))
-
-
-def tiny_args(base: Path, **changes: Any) -> RetrieverTrainingArguments:
-    # Mean pooling: the [CLS] vector of a random tiny BERT hardly depends on its input, and
-    # training it in a few steps tends to collapse all vectors together.
-    args = RetrieverTrainingArguments(base_model=str(base), epochs=2, batch_size=8, lr=1e-3, warmup=0.0,
-                                      pooling="mean", max_query_len=24, max_passage_len=32, hard_negatives=0,
-                                      seed=7, device="cpu")
-    return replace(args, **changes)
 
 
 def query(qid: str, cluster: str, passage_id: str) -> Query:
@@ -261,7 +149,7 @@ def test_training_lowers_the_loss_and_writes_a_loadable_model(tiny_base: Path, t
                                                              tmp_path: Path) -> None:
     out = tmp_path / "retriever"
     messages: list[str] = []
-    summary = train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=4), log=messages.append)
+    summary = train_retriever(tiny_dataset, out, retriever_args(tiny_base, epochs=4), log=messages.append)
     assert summary.steps_per_epoch == 6 and summary.total_steps == 24 and summary.steps_run == 24
     curve = json.loads((out / "dev_curve.json").read_text())
     assert [e["epoch"] for e in curve] == [0, 1, 2, 3, 4]
@@ -288,7 +176,7 @@ def test_training_lowers_the_loss_and_writes_a_loadable_model(tiny_base: Path, t
     assert model.query_encoder.encode_queries([q], 24).shape == (1, 32)
 
     with pytest.raises(InputError, match="--overwrite"):
-        train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=4))
+        train_retriever(tiny_dataset, out, retriever_args(tiny_base, epochs=4))
 
 
 def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_model(tiny_base: Path, tiny_dataset: Path,
@@ -298,7 +186,7 @@ def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_model(tiny_base:
     step 5 (after its forward pass), then the same command again, ends with the very same folder."""
     import corefsearch.dense.train as train
 
-    args = tiny_args(tiny_base, epochs=2)
+    args = retriever_args(tiny_base, epochs=2)
     whole = train_retriever(tiny_dataset, tmp_path / "whole", args, log=lambda _: None)
 
     out = tmp_path / "resumed"
@@ -319,9 +207,9 @@ def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_model(tiny_base:
 
 def test_without_dev_queries_the_last_epoch_is_kept(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory,
                                                      tmp_path: Path) -> None:
-    dataset = build(tmp_path_factory, (1, 0, 0))
+    dataset = build_tiny_dataset(tmp_path_factory, (1, 0, 0))
     messages: list[str] = []
-    summary = train_retriever(dataset, tmp_path / "model", tiny_args(tiny_base, epochs=2, shared_encoder=True,
+    summary = train_retriever(dataset, tmp_path / "model", retriever_args(tiny_base, epochs=2, shared_encoder=True,
                                                                      pooling="cls", max_steps=3),
                               log=messages.append)
     assert any("No dev queries" in m for m in messages)
@@ -337,7 +225,7 @@ def test_bm25_hard_negatives_from_the_index(tiny_base: Path, tiny_dataset: Path,
 
     build_lucene_index(tiny_dataset, tmp_path / "index")
     out = tmp_path / "model"
-    summary = train_retriever(tiny_dataset, out, tiny_args(tiny_base, epochs=1, hard_negatives=3),
+    summary = train_retriever(tiny_dataset, out, retriever_args(tiny_base, epochs=1, hard_negatives=3),
                               index=tmp_path / "index")
     record = json.loads((out / "training_args.json").read_text())
     assert record["index"] == str((tmp_path / "index").resolve())

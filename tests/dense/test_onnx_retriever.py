@@ -2,8 +2,8 @@
 retriever folder (one export per encoder) and on a zero-shot model (`--out DIR`), `index --dense
 --backend onnx|onnx-int8` (passages) and `search`/`query --retriever dense --backend ...` (queries).
 
-A tiny randomly initialised BERT (tiny_models.make_tiny_bert) over the small generic dataset
-of test_dense_index, made into retrievers here."""
+A tiny randomly initialised BERT (helpers.make_tiny_bert) over the small generic dataset
+of conftest.py, made into retrievers here."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import test_dense_index
-from tiny_models import frequent_words, make_tiny_bert
+from helpers import flat, frequent_words, index_contents, make_tiny_bert
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -26,13 +25,8 @@ from corefsearch.dense.store import load_dense_manifest, load_encoder
 from corefsearch.errors import InputError, MissingArtefactError
 
 runner = CliRunner(env={"COLUMNS": "250"})
-small_dataset = test_dense_index.small_dataset
-index_contents = test_dense_index.index_contents
 CHUNK = 10
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models run fastest on one torch thread
 
 
 def invoke(*args: object, expect_error: bool = False) -> Any:
@@ -40,17 +34,6 @@ def invoke(*args: object, expect_error: bool = False) -> Any:
     assert "Traceback" not in result.output
     assert result.exit_code == (1 if expect_error else 0), result.output
     return result
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Any:
-    """Tiny models run fastest on one thread (and several threads crawl when the CPU is shared)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,24 @@ so the same batches give the same floats bit for bit."""
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import test_cluster_encoder
-import test_dense_index
-import test_dense_train
-from tiny_models import frequent_words, make_tiny_bert, save_tiny_bert
+from helpers import (
+    build_tiny_dataset,
+    cluster_words,
+    corpus_words,
+    frequent_words,
+    index_contents,
+    make_tiny_bert,
+    save_mention_encoder,
+    save_tiny_bert,
+    tiny_reader,
+    write_cluster_dataset,
+)
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -30,8 +37,7 @@ from corefsearch.distributed.session import fatal_signal_handlers_kept
 ray = pytest.importorskip("ray")
 
 runner = CliRunner(env={"COLUMNS": "250"})
-small_dataset = test_dense_index.small_dataset  # 96 passages of 24 generic documents
-index_contents = test_dense_index.index_contents
+# small_dataset (conftest.py): 96 passages of 24 generic documents
 CHUNK = 10  # passages per chunk: 10 chunks, 5 per worker's shard
 
 
@@ -46,7 +52,7 @@ def local_cluster() -> Any:
         ray.shutdown()
 
 
-one_thread = test_dense_train.one_thread  # autouse: the local runs on one torch thread, as the workers
+pytestmark = pytest.mark.usefixtures("one_thread")  # the local runs on one torch thread, as the workers
 
 
 def invoke(*args: object, expect_error: bool = False) -> str:
@@ -125,19 +131,13 @@ def test_bad_ray_options_are_clear_errors(small_dataset: Path, encoder: Path, tm
 @pytest.fixture(scope="module")
 def reader_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """The tiny corpus of the reader tests, its dense index (no Java) and an untrained reader."""
-    import torch
-
-    from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
-
-    dataset = test_dense_train.build(tmp_path_factory, (4, 2, 0))
-    base = save_tiny_bert(tmp_path_factory.mktemp("reader-bert"), test_dense_train.corpus_words(), seed=0,
+    dataset = build_tiny_dataset(tmp_path_factory, (4, 2, 0))
+    base = save_tiny_bert(tmp_path_factory.mktemp("reader-bert"), corpus_words(), seed=0,
                           max_positions=128)
     index = tmp_path_factory.mktemp("reader-index")
     build_dense_index(dataset, index, str(base), device="cpu")
-    torch.manual_seed(1)
-    config = ReaderConfig(head="integrated", markers=True, max_length=48, max_query_len=16, doc_stride=8, hidden=16)
     reader = tmp_path_factory.mktemp("reader") / "reader"
-    CrossEncoderReader.from_base(str(base), config).save(reader)
+    tiny_reader(base, "integrated").save(reader)  # seeded, as the reader tests' untrained readers
     return dataset, index, reader
 
 
@@ -188,19 +188,9 @@ def test_ray_without_a_reader_is_an_error(reader_setup: tuple[Path, Path, Path],
 
 @pytest.fixture(scope="module")
 def mention_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    import torch
-
-    from corefsearch.cluster.model import ClustererConfig, MentionEncoder
-
-    docs = test_cluster_encoder.DOCS
-    words = dict.fromkeys(t for _, sentences in docs.values() for s in sentences
-                          for t in re.findall(r"\w+|[^\w\s]", s.lower()))
-    base = save_tiny_bert(tmp_path_factory.mktemp("mention-bert"), list(words), seed=0, max_positions=160)
-    torch.manual_seed(1)
-    encoder = MentionEncoder.from_base(str(base), ClustererConfig(mlp_hidden=16, mlp_out=8, threshold=0.5))
-    folder = tmp_path_factory.mktemp("mention-model") / "encoder"
-    encoder.save(folder)
-    return test_cluster_encoder.write_dataset(tmp_path_factory.mktemp("mention-data") / "ds"), folder
+    base = save_tiny_bert(tmp_path_factory.mktemp("mention-bert"), cluster_words(), seed=0, max_positions=160)
+    folder = save_mention_encoder(base, tmp_path_factory.mktemp("mention-model") / "encoder")
+    return write_cluster_dataset(tmp_path_factory.mktemp("mention-data") / "ds"), folder
 
 
 def test_ray_mention_encoding_gives_the_vectors_and_clusters_of_the_local_path(

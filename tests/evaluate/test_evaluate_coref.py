@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NEWS_DOCUMENTS, NewsCorpus, _write_jsonl
+from helpers import NEWS_DOCUMENTS, NewsCorpus, write_jsonl
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -30,7 +30,7 @@ RESPONSE = {"overflowed": "A", "flooding": "A", "flood": "B", "evacuated": "B", 
 def dataset(news_corpus: NewsCorpus, tmp_path: Path) -> Path:
     """The news corpus built with the flood documents as test and the quake documents as train."""
     documents = [dict(doc, split="test" if doc["doc_id"].startswith("flood") else "train") for doc in NEWS_DOCUMENTS]
-    _write_jsonl(news_corpus.folder / "corpus.jsonl", documents)
+    write_jsonl(news_corpus.folder / "corpus.jsonl", documents)
     out = tmp_path / "ds"
     result = runner.invoke(app, ["build-dataset", str(news_corpus.folder), "--format", "generic", "--out", str(out),
                                  "--split-by", "corpus", "--splits", "train,test"])
@@ -39,7 +39,7 @@ def dataset(news_corpus: NewsCorpus, tmp_path: Path) -> Path:
 
 
 def write_clusters(path: Path, assignment: dict[str, str], *extra: Any) -> Path:
-    return _write_jsonl(path, [{"mention_id": m, "cluster_id": c} for m, c in assignment.items()] + list(extra))
+    return write_jsonl(path, [{"mention_id": m, "cluster_id": c} for m, c in assignment.items()] + list(extra))
 
 
 def evaluate(*args: object) -> Any:
@@ -112,13 +112,13 @@ def test_bad_clusters_files(dataset: Path, tmp_path: Path) -> None:
     unknown = write_clusters(tmp_path / "unknown.jsonl", {"overflowed": "A", "tsunami": "A"})
     assert fails("--clusters", unknown, "--dataset", dataset) == (
         f"error: {unknown}:2: mention 'tsunami' is not in the dataset (its clusters.jsonl has no such mention id)")
-    no_cluster = _write_jsonl(tmp_path / "fields.jsonl", [{"mention_id": "flood"}])
+    no_cluster = write_jsonl(tmp_path / "fields.jsonl", [{"mention_id": "flood"}])
     assert fails("--clusters", no_cluster, "--dataset", dataset) == (
         f"error: {no_cluster}:1: mention flood lacks the field 'cluster_id'")
-    wrong_type = _write_jsonl(tmp_path / "type.jsonl", [{"mention_id": "flood", "cluster_id": 1.5}])
+    wrong_type = write_jsonl(tmp_path / "type.jsonl", [{"mention_id": "flood", "cluster_id": 1.5}])
     assert "field 'cluster_id' must be a non-empty string or integer, got 1.5" in fails(
         "--clusters", wrong_type, "--dataset", dataset)
-    not_json = _write_jsonl(tmp_path / "bad.jsonl", ["{not json"])
+    not_json = write_jsonl(tmp_path / "bad.jsonl", ["{not json"])
     assert fails("--clusters", not_json, "--dataset", dataset).startswith(f"error: {not_json}:1: invalid JSON")
     other_split = write_clusters(tmp_path / "train-only.jsonl", {"earthquake": "Q"})
     assert fails("--clusters", other_split, "--dataset", dataset) == (

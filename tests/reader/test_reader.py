@@ -1,20 +1,26 @@
 """The readers: windows and spans, the heads, training, save/load, and re-ranking through the CLI.
 
-Tiny random BERTs built here (see test_dense_train.py for the corpus and the tokenizer)."""
+Tiny random BERTs on the tiny news corpus (helpers.py; fixtures in conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import random
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dense_train
+from helpers import (
+    PASSAGES,
+    Interrupt,
+    a_query,
+    assert_same_model,
+    corpus_words,
+    flat,
+    reader_args,
+    tiny_reader,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from training_helpers import Interrupt, assert_same_model
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -23,77 +29,15 @@ from corefsearch.errors import InputError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run, write_run
 from corefsearch.reader.inputs import pair_windows, tokenize_passage, window_starts
-from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
 from corefsearch.reader.read import Reader
 from corefsearch.reader.spans import top_spans
-from corefsearch.reader.train import ReaderTrainingArguments, epoch_examples, example_loss, train_reader
-from corefsearch.schema import Query
+from corefsearch.reader.train import epoch_examples, example_loss, train_reader
 from corefsearch.training.checkpoint import work_dir_for
 from corefsearch.windows import query_window
 
 runner = CliRunner()
-# The tiny corpus and random BERT of the retriever tests (module fixtures, shared by assignment).
-tiny_base = test_dense_train.tiny_base
-one_thread = test_dense_train.one_thread
-build, corpus_words = test_dense_train.build, test_dense_train.corpus_words
-
-
-@pytest.fixture(scope="module")
-def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four training events and two dev events."""
-    return build(tmp_path_factory, (4, 2, 0))
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run of every train and dev query over every other passage, in a seeded random order
-    (the reader does not care which retriever made it)."""
-    from corefsearch.io.trec import RunRow
-
-    dataset = Dataset(tiny_dataset)
-    passage_ids = [p.id for p in dataset.passages()]
-    rng = random.Random(3)
-    rows = []
-    for split in ("train", "dev"):
-        for query in dataset.queries(split):
-            order = [pid for pid in passage_ids if pid != query.passage_id]
-            rng.shuffle(order)
-            rows += [RunRow(query.id, pid, rank, 100.0 - rank, "shuffled") for rank, pid in enumerate(order, 1)]
-    out = tmp_path_factory.mktemp("run") / "train.trec"
-    write_run(out, rows)
-    return out
-
-
-def flat(output: str) -> str:
-    """CLI output with rich's line wrapping undone."""
-    return " ".join(output.split())
-
-
-def tiny_args(base: Path, **changes: Any) -> ReaderTrainingArguments:
-    args = ReaderTrainingArguments(base_model=str(base), epochs=1, batch_size=2, lr=1e-3, warmup=0.0, negatives=5,
-                                   max_length=48, max_query_len=16, doc_stride=8, hidden=16, seed=5,
-                                   device="cpu", dev_rerank_k=10)
-    return replace(args, **changes)
-
-
-def tiny_reader(base: Path, head: str, markers: bool = True) -> CrossEncoderReader:
-    import torch
-
-    torch.manual_seed(1)
-    config = ReaderConfig(head=head, markers=markers, max_length=48, max_query_len=16, doc_stride=8, hidden=16)
-    return CrossEncoderReader.from_base(str(base), config)
-
-
-def a_query() -> Query:
-    text = "Firefighters fought the blaze through the night."
-    return Query("q1", "leeds-fire-0-1", text, text.index("blaze"), text.index("blaze") + 5, "blaze", "leeds-fire")
-
-
-PASSAGES = [("p1", "A fire destroyed the old textile mill in Leeds."),
-            ("p2", "Rail workers began a strike across the country on Friday."),
-            ("p3", "Police suspect arson in the mill fire and the blaze sent smoke across the city centre "
-                   "while firefighters fought through the night. Firefighters fought the blaze in Leeds through the "
-                   "night and the fire destroyed the old textile mill.")]
+# The tiny news corpus and random BERT of helpers.py / conftest.py, on one torch thread.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # --- span decoding ---------------------------------------------------------------------------------
@@ -258,7 +202,7 @@ def test_a_few_steps_lower_the_loss(tiny_base: Path, tiny_dataset: Path, tiny_ru
     from corefsearch.reader.train import _load_data
     from corefsearch.training import adamw
 
-    args = tiny_args(tiny_base, head=head)
+    args = reader_args(tiny_base, head=head)
     data = _load_data(Dataset(tiny_dataset), tiny_run, args, log=lambda _: None)
     examples = epoch_examples(data, args, 1)[:6]
     assert examples and all(len(e.negatives) == 5 for e in examples)
@@ -287,7 +231,7 @@ def test_a_few_steps_lower_the_loss(tiny_base: Path, tiny_dataset: Path, tiny_ru
 def test_train_reader_writes_a_loadable_reader(tiny_base: Path, tiny_dataset: Path, tiny_run: Path,
                                               tmp_path: Path) -> None:
     out = tmp_path / "reader"
-    summary = train_reader(tiny_dataset, tiny_run, out, tiny_args(tiny_base), log=lambda _: None)
+    summary = train_reader(tiny_dataset, tiny_run, out, reader_args(tiny_base), log=lambda _: None)
     assert summary.steps_run == summary.total_steps > 0
     assert summary.best_epoch == 1
     curve = json.loads((out / "dev_curve.json").read_text())
@@ -298,7 +242,7 @@ def test_train_reader_writes_a_loadable_reader(tiny_base: Path, tiny_dataset: Pa
     assert not work_dir_for(out).exists()
     Reader.load(out, device="cpu")
     with pytest.raises(InputError, match="already exists"):
-        train_reader(tiny_dataset, tiny_run, out, tiny_args(tiny_base), log=lambda _: None)
+        train_reader(tiny_dataset, tiny_run, out, reader_args(tiny_base), log=lambda _: None)
 
 
 def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_reader(tiny_base: Path, tiny_dataset: Path,
@@ -309,7 +253,7 @@ def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_reader(tiny_base
     with the very same folder."""
     import corefsearch.reader.train as train
 
-    args = tiny_args(tiny_base, epochs=2, dev_max_queries=3)
+    args = reader_args(tiny_base, epochs=2, dev_max_queries=3)
     whole = tmp_path / "whole"
     train_reader(tiny_dataset, tiny_run, whole, args, log=lambda _: None)
 
@@ -332,7 +276,7 @@ def test_train_reader_needs_train_queries_in_the_run(tiny_base: Path, tiny_datas
     run = tmp_path / "other.trec"
     write_run(run, [RunRow("not-a-query", "x", 1, 1.0, "t")])
     with pytest.raises(InputError, match="no train query"):
-        train_reader(tiny_dataset, run, tmp_path / "out", tiny_args(tiny_base), log=lambda _: None)
+        train_reader(tiny_dataset, run, tmp_path / "out", reader_args(tiny_base), log=lambda _: None)
 
 
 # --- search and query with a reader, through the CLI ---------------------------------------------------------
@@ -342,15 +286,7 @@ def test_train_reader_needs_train_queries_in_the_run(tiny_base: Path, tiny_datas
 def trained_reader(tiny_base: Path, tiny_dataset: Path, tiny_run: Path, tmp_path_factory: pytest.TempPathFactory
                    ) -> Path:
     out = tmp_path_factory.mktemp("trained") / "reader"
-    train_reader(tiny_dataset, tiny_run, out, tiny_args(tiny_base, dev_max_queries=2), log=lambda _: None)
-    return out
-
-
-@pytest.fixture(scope="module")
-def tiny_index(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("index") / "index"
-    result = runner.invoke(app, ["index", str(tiny_dataset), "--out", str(out), "--threads", "1"])
-    assert result.exit_code == 0, result.output
+    train_reader(tiny_dataset, tiny_run, out, reader_args(tiny_base, dev_max_queries=2), log=lambda _: None)
     return out
 
 

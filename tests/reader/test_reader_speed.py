@@ -2,7 +2,7 @@
 one, and the ONNX Runtime backend of the encoder (``corefsearch export-onnx``, ``--backend
 onnx|onnx-int8``).
 
-Tiny random BERT readers (test_reader.py) saved into a folder and exported here."""
+Tiny random BERT readers (helpers.tiny_reader) saved into a folder and exported here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import test_reader
+from helpers import PASSAGES, a_query, flat, tiny_reader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -26,10 +26,7 @@ from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
 from corefsearch.reader.read import Reader
 
 runner = CliRunner()
-tiny_base, one_thread = test_reader.tiny_base, test_reader.one_thread
-tiny_dataset, tiny_index = test_reader.tiny_dataset, test_reader.tiny_index
-PASSAGES, a_query, flat = test_reader.PASSAGES, test_reader.a_query, test_reader.flat
-tiny_reader = test_reader.tiny_reader
+pytestmark = pytest.mark.usefixtures("one_thread")
 # Four copies of each passage under other ids: the long one is read in several windows.
 MANY = [(f"{pid}-{i}", text) for i in range(4) for pid, text in PASSAGES]
 # Windows of very different lengths: one-word sentences next to the long passage's full windows.

@@ -1,7 +1,7 @@
 """Reader training recipe: loss weighting and ranking terms, length-bucketed passes, the fusion that
 `train reader` records from dev and that `search`/`query` use unless told otherwise.
 
-Tiny random BERTs and the tiny corpus of test_reader.py (module fixtures shared by assignment)."""
+Tiny random BERTs and the tiny corpus of helpers.py (fixtures in conftest.py and tests/reader/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-import test_reader
+from helpers import flat, reader_args, tiny_reader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -39,9 +39,7 @@ from corefsearch.reader.train import (
 )
 
 runner = CliRunner()
-tiny_base, one_thread = test_reader.tiny_base, test_reader.one_thread
-tiny_dataset, tiny_run, tiny_index = test_reader.tiny_dataset, test_reader.tiny_run, test_reader.tiny_index
-tiny_args, tiny_reader, flat = test_reader.tiny_args, test_reader.tiny_reader, test_reader.flat
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 # The recipe's options away from their defaults, to see them round-trip.
 RECIPE = {"span_weight": 0.25, "ranking_loss": "softmax+pairwise", "negatives_from": 12}
@@ -79,7 +77,7 @@ def test_length_buckets_cut_where_padding_outweighs_a_pass() -> None:
 
 @pytest.fixture(scope="module")
 def examples_and_passages(tiny_base: Path, tiny_dataset: Path, tiny_run: Path) -> tuple[list, dict]:
-    args = tiny_args(tiny_base)
+    args = reader_args(tiny_base)
     data = _load_data(Dataset(tiny_dataset), tiny_run, args, log=lambda _: None)
     return epoch_examples(data, args, 1)[:4], data.passages
 
@@ -152,7 +150,7 @@ def recipe_reader(tiny_base: Path, tiny_dataset: Path, tiny_run: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A reader trained through the CLI with the recipe's options away from their defaults."""
     out = tmp_path_factory.mktemp("recipe") / "reader"
-    args = tiny_args(tiny_base, dev_max_queries=4, **RECIPE)
+    args = reader_args(tiny_base, dev_max_queries=4, **RECIPE)
     result = runner.invoke(app, [
         "train", "reader", str(tiny_dataset), "--run", str(tiny_run), "--out", str(out), "--base-model",
         str(tiny_base), "--epochs", "1", "--batch-size", "2", "--lr", "1e-3", "--warmup", "0", "--negatives", "5",
@@ -206,7 +204,7 @@ def test_train_reader_without_dev_queries_records_reader(tiny_base: Path, tiny_d
     train_only.write_text("".join(line for line in tiny_run.read_text().splitlines(keepends=True)
                                   if line.split()[0] not in dev_ids))
     out = tmp_path / "reader"
-    summary = train_reader(tiny_dataset, train_only, out, tiny_args(tiny_base, max_steps=1), log=lambda _: None)
+    summary = train_reader(tiny_dataset, train_only, out, reader_args(tiny_base, max_steps=1), log=lambda _: None)
     assert (summary.extras.fusion, summary.extras.fusion_dev) == ("reader", None)
     assert json.loads((out / "training_args.json").read_text())["fusion"]["chosen"] == "reader"
     assert json.loads((out / READER_CONFIG).read_text())["fusion"] == "reader"

@@ -4,7 +4,7 @@ retriever, query format and rerank_k equal an engine opened with those settings;
 with their document; bad input is one clear InputError; calls from worker threads answer the same.
 
 On the ECB+ subset (test topics 36-37) and its Lucene index (conftest), with the dense index of
-a tiny random BERT (test_retriever_interface.py) and a tiny random reader built here."""
+a tiny random BERT (tests/search/conftest.py) and a tiny random reader built here."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_retriever_interface import both_indexes, dense_only  # noqa: F401  (module fixtures)
-from tiny_models import frequent_words, make_tiny_bert
+from helpers import frequent_words, make_tiny_bert, saved_reader
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -42,16 +41,9 @@ def question(subset_dataset: Path) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def reader_dir(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised reader saved as `train reader` saves one."""
-    import torch
-
-    from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
-
     root = tmp_path_factory.mktemp("engine-reader")
     base = make_tiny_bert(root / "bert", frequent_words(subset_dataset), seed=2)
-    torch.manual_seed(1)
-    config = ReaderConfig(head="integrated", markers=True, max_length=64, max_query_len=24, doc_stride=16, hidden=16)
-    CrossEncoderReader.from_base(str(base), config).save(root / "reader")
-    return root / "reader"
+    return saved_reader(base, root / "reader")
 
 
 @pytest.fixture(scope="module")

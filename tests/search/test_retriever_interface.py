@@ -4,7 +4,7 @@ each their own way; manifests are read once per open; passages come back by id; 
 names (Hit, re-ranking, highlighting, run writing) keep their old import paths.
 
 On the ECB+ subset (test topics 36-37) and its Lucene index (conftest), with a dense index of
-a tiny random BERT built here (as in test_dense_index.py)."""
+a tiny random BERT (tests/search/conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from tiny_models import frequent_words, make_tiny_bert
 
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.dense.indexing import build_dense_index
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.fusion import FusionOptions, fuse
@@ -38,23 +36,7 @@ def passages(subset_dataset: Path) -> dict[str, dict[str, str]]:
     return {p.id: {"id": p.id, "title": p.title, "text": p.text} for p in Dataset(subset_dataset).passages()}
 
 
-@pytest.fixture(scope="module")
-def both_indexes(subset_index: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the subset's Lucene index with a dense index (tiny random BERT, flat) beside it."""
-    root = tmp_path_factory.mktemp("retriever-interface")
-    model = make_tiny_bert(root / "bert", frequent_words(subset_dataset), seed=0)
-    index = root / "index"
-    shutil.copytree(subset_index / "lucene", index / "lucene")
-    build_dense_index(subset_dataset, index, str(model), device="cpu")
-    return index
-
-
-@pytest.fixture(scope="module")
-def dense_only(both_indexes: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same dense index without a Lucene index beside it (texts from the dataset's passages file)."""
-    index = tmp_path_factory.mktemp("dense-only") / "index"
-    shutil.copytree(both_indexes / "dense", index / "dense")
-    return index
+# both_indexes and dense_only: tests/search/conftest.py
 
 
 def pairs(hits: list[Hit]) -> list[tuple[str, float]]:

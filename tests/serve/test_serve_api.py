@@ -23,14 +23,14 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from serve_helpers import (
+from helpers import (
     REPRINT_PASSAGE,
     free_port,
     query_with_a_relevant_hit,
+    saved_reader,
     subset_query,
     subset_with_a_reprint,
     tiny_bert,
-    tiny_reader,
 )
 from typer.testing import CliRunner
 
@@ -57,7 +57,7 @@ def models(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
     """A tiny random BERT (the dense encoder) and a tiny random reader on it."""
     root = tmp_path_factory.mktemp("serve-models")
     base = tiny_bert(subset_dataset, root / "bert")
-    return base, tiny_reader(base, root / "reader")
+    return base, saved_reader(base, root / "reader")
 
 
 @pytest.fixture(scope="module")
@@ -289,8 +289,6 @@ def test_openapi_describes_the_search_answer_and_the_error_every_route_returns(c
         assert set(served_hit) <= set(hit)
     refused = client.post("/search", json={"mention": "blaze", "k": "5"})
     assert refused.status_code == 422 and list(refused.json()) == ["detail"]
-
-
 
 
 def test_a_passage_comes_in_its_document(client: TestClient, subset_dataset: Path) -> None:

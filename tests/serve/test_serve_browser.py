@@ -25,14 +25,14 @@ from typing import Any
 
 import httpx
 import pytest
-from serve_helpers import (
+from helpers import (
     REPRINT_PASSAGE,
     ServerThread,
     query_with_a_relevant_hit,
+    saved_reader,
     subset_query,
     subset_with_a_reprint,
     tiny_bert,
-    tiny_reader,
 )
 
 from corefsearch.engine import SearchEngine
@@ -132,7 +132,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def engine(subset_index: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
     root = tmp_path_factory.mktemp("browser-models")
-    reader = tiny_reader(tiny_bert(subset_dataset, root / "bert"), root / "reader")
+    reader = saved_reader(tiny_bert(subset_dataset, root / "bert"), root / "reader")
     return SearchEngine.open(subset_index, BM25Options(query_format="mention+entities"),
                              RetrievalOptions("bm25", device="cpu"), ReaderOptions(reader, RERANK_K, device="cpu"),
                              dataset=subset_dataset)

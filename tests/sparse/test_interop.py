@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dense_train
-import test_reader
 import yaml
+from helpers import reader_args, retriever_args
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -31,16 +30,8 @@ from corefsearch.schema import Query
 
 runner = CliRunner()
 BIN = Path(sys.executable).parent
-# The tiny corpus, random BERT and shuffled run of the retriever and reader tests.
-tiny_base = test_dense_train.tiny_base
-one_thread = test_dense_train.one_thread
-tiny_run = test_reader.tiny_run
-
-
-@pytest.fixture(scope="module")
-def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four training events and two dev events."""
-    return test_dense_train.build(tmp_path_factory, (4, 2, 0))
+# The tiny corpus, random BERT and shuffled run of the retriever and reader tests (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def subprocess_env() -> dict[str, str]:
@@ -275,7 +266,7 @@ def test_a_trained_retriever_has_a_model_card_with_its_options_and_dev_curve(tin
     from corefsearch.dense.train import train_retriever
 
     out = tmp_path / "retriever"
-    args = replace(test_dense_train.tiny_args(tiny_base), epochs=1, max_steps=2, lr=3e-4)
+    args = replace(retriever_args(tiny_base), epochs=1, max_steps=2, lr=3e-4)
     train_retriever(tiny_dataset, out, args, log=lambda _: None)
     card = (out / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)
@@ -303,7 +294,7 @@ def test_a_retriever_card_names_no_path_of_the_training_machine_nor_options_with
     out = (tmp_path / "runs" / "ecb-retriever").resolve()
     assert out.is_absolute() and tiny_dataset.is_absolute() and tiny_base.is_absolute()
     # The defaults' 20 hard negatives and 500 dev queries: without --index and with 2 dev events, neither applies.
-    args = replace(test_dense_train.tiny_args(tiny_base), epochs=1, max_steps=1, hard_negatives=20,
+    args = replace(retriever_args(tiny_base), epochs=1, max_steps=1, hard_negatives=20,
                    dev_max_queries=500)
     train_retriever(tiny_dataset, out, args, log=lambda _: None)
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -328,7 +319,7 @@ def test_a_trained_reader_has_a_model_card_with_its_options_and_dev_curve(tiny_b
     from corefsearch.reader.train import train_reader
 
     out = tmp_path / "reader"
-    train_reader(tiny_dataset, tiny_run, out, replace(test_reader.tiny_args(tiny_base), max_steps=1),
+    train_reader(tiny_dataset, tiny_run, out, replace(reader_args(tiny_base), max_steps=1),
                  log=lambda _: None)
     card = (out / "README.md").read_text(encoding="utf-8")
     meta = front_matter(card)
