@@ -3,7 +3,8 @@ resuming it is a one-line error that names the file and says what to do (delete 
 rerun with ``--overwrite``, which discards it and starts again), never a traceback.
 
 The run is `corefsearch train retriever` on the tiny news corpus with a tiny random BERT
-(tests/dense/test_dense_train.py), stopped by a Ctrl-C in its eighth step (epoch 2): its folder holds
+(the tiny_base and tiny_dataset fixtures of tests/conftest.py), stopped by a Ctrl-C in its eighth
+step (epoch 2): its folder holds
 ``run.json``, ``checkpoint.pt`` (weights, optimizer, scheduler, random states, progress) and
 ``best.pt``. Each test damages a copy of that folder and reruns the same command.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dense_train
+from helpers import retriever_args
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -26,7 +27,6 @@ from corefsearch.training.checkpoint import UnusableWorkFile, WorkDir, work_dir_
 torch = pytest.importorskip("torch")
 
 runner = CliRunner()
-tiny_base, tiny_dataset = test_dense_train.tiny_base, test_dense_train.tiny_dataset
 
 TRAIN_OPTIONS = ["--pooling", "mean", "--epochs", "2", "--batch-size", "8", "--lr", "1e-3", "--warmup", "0",
                  "--max-query-len", "24", "--max-passage-len", "32", "--hard-negatives", "0", "--seed", "7",
@@ -211,7 +211,7 @@ def test_damaged_hard_negatives_are_mined_again(tmp_path: Path, content: bytes,
     (work.path / "hard_negatives.json").write_bytes(content)
     monkeypatch.setattr(mining, "mine_in_child", lambda *args: {"q1": ["p7", "p9"]})
     messages: list[str] = []
-    args = test_dense_train.tiny_args(tmp_path, hard_negatives=2)
+    args = retriever_args(tmp_path, hard_negatives=2)
     mined = _hard_negative_candidates(work, [], {}, args, tmp_path / "index", messages.append)
     assert mined == {"q1": ["p7", "p9"]} == work.read_json("hard_negatives.json")
     assert len(messages) == 1 and messages[0].startswith(f"{work.path / 'hard_negatives.json'}: ")
