@@ -64,7 +64,7 @@ class Try:
     """One run of the build, interrupted ``delay`` seconds after it started (``None``: not at all)."""
 
     delay: float | None
-    signalled: bool  # the process was still running when SIGINT was sent
+    signalled: bool  # the build was still running (no OUT yet) when SIGINT was sent
     returncode: int
     stderr: str
     started_after: float  # seconds from spawning the process to its partial folder
@@ -118,7 +118,9 @@ def run_build(corpus: Path, folder: Path, delay: float | None) -> Try:
             commit = time.monotonic() - started if out.exists() else None
         else:
             time.sleep(delay)
-            if process.poll() is None:
+            # Once OUT is in place the build is over (the process is only exiting): a signal then is
+            # no try of an interrupted build, whose reference time a loaded machine can overstate.
+            if process.poll() is None and not out.exists():
                 process.send_signal(signal.SIGINT)
                 signalled = True
         _, stderr = process.communicate(timeout=START_TIMEOUT)
@@ -134,13 +136,19 @@ def spread(seconds: float, points: int, last: float) -> list[float]:
 
 
 def interrupt_at(corpus: Path, work: Path, points: int, busy: int, last: float = 0.8) -> tuple[Try, list[Try]]:
-    """Under ``busy`` spinning processes: one uninterrupted build (whose time to its commit sets the
-    scale), then ``points`` builds interrupted at delays spread from its start to ``last`` of that
+    """Under ``busy`` spinning processes: two uninterrupted builds (the shorter time to its commit sets
+    the scale), then ``points`` builds interrupted at delays spread from its start to ``last`` of that
     time. Returns the uninterrupted try and the interrupted ones."""
     with busy_cpus(busy):
-        reference = run_build(corpus, work / "reference", None)
-        if reference.returncode != 0 or reference.commit_after is None:
-            raise RuntimeError(f"the uninterrupted build failed (exit {reference.returncode}):\n{reference.stderr}")
+        # The faster of two: the first build of a session can be slowed by cold caches, and too long a
+        # scale would put the later moments after the build is over.
+        references = [run_build(corpus, work / f"reference-{i}", None) for i in range(2)]
+        for reference in references:
+            if reference.returncode != 0 or reference.commit_after is None:
+                raise RuntimeError(f"the uninterrupted build failed (exit {reference.returncode}):\n"
+                                   f"{reference.stderr}")
+        reference = min(references, key=lambda r: r.commit_after or 0.0)
+        assert reference.commit_after is not None
         tries = [run_build(corpus, work / f"try-{i}", delay)
                  for i, delay in enumerate(spread(reference.commit_after, points, last))]
     return reference, tries
