@@ -28,6 +28,10 @@ POLL_SECONDS = 0.001
 START_TIMEOUT = 60.0
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def busy_cpus(processes: int) -> Iterator[None]:
     """``processes`` Python processes spinning on the CPU while the block runs."""
@@ -102,8 +106,10 @@ def run_build(corpus: Path, folder: Path, delay: float | None) -> Try:
     folder.mkdir(parents=True)
     out = folder / "dataset"
     spawned = time.monotonic()
+    # Ctrl-C as a terminal sends it: a process started in the background by a non-interactive shell
+    # (`cmd &`, as a CI runner may start the suite) inherits SIGINT ignored, and so would the build.
     process = subprocess.Popen(build_command(corpus, out), env=cli_environment(), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     with process:
         while process.poll() is None and not any(folder.glob(f".{out.name}.*.partial")) and not out.exists():
             if time.monotonic() - spawned > START_TIMEOUT:
