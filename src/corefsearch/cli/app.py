@@ -69,6 +69,11 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
+def log_line(message: str) -> None:
+    """A library's progress message (``log=``) on stderr, as it is: no markup, no highlighting."""
+    err_console.print(message, markup=False, highlight=False)
+
+
 def _version(value: bool) -> None:
     if value:
         console.print(f"corefsearch {__version__}")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.report import print_export_summary
 
 
@@ -27,7 +27,7 @@ def export_onnx_command(
     from corefsearch.onnx_export import export_onnx
 
     summary = export_onnx(model_dir, quantize=quantize, out=out,
-                          log=lambda message: err_console.print(message, markup=False, highlight=False))
+                          log=log_line)
     print_export_summary(summary, model_dir, out, console)
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.report import print_training_summary
 
 # --- corefsearch train ... ----------------------------------------------------------------------------
+
+T = TypeVar("T")
 
 train_app = typer.Typer(help="Train models on a dataset.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
@@ -20,6 +23,18 @@ ThreadsOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
 LogEveryOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
     help="Log a line (step, loss, steps/s, ETA) every N steps (0: never; default: 50 when stderr is not a "
          "terminal, e.g. under nohup, where the progress bar does not show).")]
+SeedOption = Annotated[int, typer.Option(help="Random seed.")]
+MaxStepsOption = Annotated[Optional[int], typer.Option(help="Stop after N optimizer steps in all.")]  # noqa: UP045
+TrainDeviceOption = Annotated[str, typer.Option(help="auto | cpu | cuda")]
+CheckpointEveryOption = Annotated[int, typer.Option(help="Also checkpoint every N steps (0: at epoch ends only).")]
+RetrainOption = Annotated[bool, typer.Option(help="Retrain into an existing model directory.")]
+
+
+def training_arguments(cls: type[T], given: dict[str, Any]) -> T:
+    """The trainer's arguments from a command's parameters (its ``locals()``): every field of ``cls`` the
+    command declares, by name; the command's own parameters (dataset, out, overwrite, ...) are not fields."""
+    names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{name: value for name, value in given.items() if name in names})
 
 
 @train_app.command("retriever")
@@ -46,29 +61,22 @@ def train_retriever_command(
         help="Draw one hard negative per example from the BM25 top N not relevant (0: none).")] = 20,
     positives_per_query: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="At most N positives per query per epoch, sampled (default: all).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
-    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        help="Stop after N optimizer steps in all.")] = None,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    seed: SeedOption = 13,
+    max_steps: MaxStepsOption = None,
+    device: TrainDeviceOption = "auto",
     dev_max_queries: Annotated[int, typer.Option(
         help="Dev queries (a seeded sample) scored over the dev passages after each epoch.")] = 500,
     threads: ThreadsOption = None,
     log_every: LogEveryOption = None,
-    checkpoint_every: Annotated[int, typer.Option(
-        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
-    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+    checkpoint_every: CheckpointEveryOption = 500,
+    overwrite: RetrainOption = False,
 ) -> None:
     """Train the mention-aware DPR bi-encoder; resumes an interrupted run of the same command."""
     from corefsearch.dense.train import RetrieverTrainingArguments, train_retriever
 
-    args = RetrieverTrainingArguments(
-        base_model=base_model, shared_encoder=shared_encoder, markers=markers, pooling=pooling, epochs=epochs,
-        batch_size=batch_size, lr=lr, weight_decay=weight_decay, warmup=warmup, max_query_len=max_query_len,
-        max_passage_len=max_passage_len, hard_negatives=hard_negatives, positives_per_query=positives_per_query,
-        seed=seed, max_steps=max_steps, device=device, dev_max_queries=dev_max_queries, threads=threads,
-        log_every=log_every, checkpoint_every=checkpoint_every)
+    args = training_arguments(RetrieverTrainingArguments, locals())
     summary = train_retriever(dataset, out, args, index=index, overwrite=overwrite,
-                              log=lambda message: err_console.print(message, markup=False, highlight=False))
+                              log=log_line)
     print_training_summary(summary, console)
 
 
@@ -104,32 +112,24 @@ def train_reader_command(
     doc_stride: Annotated[int, typer.Option(help="Tokens between the starts of a long passage's windows.")] = 128,
     max_span_len: Annotated[int, typer.Option(help="Longest span (tokens) extracted at inference.")] = 10,
     hidden: Annotated[int, typer.Option(help="Integrated head: hidden units of its FFNNs.")] = 128,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
-    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        help="Stop after N optimizer steps in all.")] = None,
+    seed: SeedOption = 13,
+    max_steps: MaxStepsOption = None,
     max_train_queries: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="Train on a seeded sample of N train queries (default: all in the run).")] = None,
     dev_max_queries: Annotated[int, typer.Option(help="Dev queries re-ranked after each epoch.")] = 200,
     threads: ThreadsOption = None,
     log_every: LogEveryOption = None,
     dev_rerank_k: Annotated[int, typer.Option(help="Dev: re-rank the run's top N.")] = 50,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
-    checkpoint_every: Annotated[int, typer.Option(
-        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
-    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+    device: TrainDeviceOption = "auto",
+    checkpoint_every: CheckpointEveryOption = 500,
+    overwrite: RetrainOption = False,
 ) -> None:
     """Train a reader that re-ranks retrieved passages and marks the coreferring span; resumable."""
     from corefsearch.reader.train import ReaderTrainingArguments, train_reader
 
-    args = ReaderTrainingArguments(
-        head=head, base_model=base_model, markers=markers, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
-        weight_decay=weight_decay, warmup=warmup, negatives=negatives, negatives_from=negatives_from,
-        span_weight=span_weight, ranking_loss=ranking_loss, max_length=max_length, max_query_len=max_query_len,
-        doc_stride=doc_stride, max_span_len=max_span_len, hidden=hidden, seed=seed, max_steps=max_steps,
-        max_train_queries=max_train_queries, device=device, dev_max_queries=dev_max_queries,
-        dev_rerank_k=dev_rerank_k, threads=threads, log_every=log_every, checkpoint_every=checkpoint_every)
+    args = training_arguments(ReaderTrainingArguments, locals())
     summary = train_reader(dataset, run, out, args, overwrite=overwrite,
-                           log=lambda message: err_console.print(message, markup=False, highlight=False))
+                           log=log_line)
     print_training_summary(summary, console)
 
 
@@ -154,26 +154,20 @@ def train_clusterer_command(
              "0: topic negatives only).")] = 10,
     scope: Annotated[str, typer.Option(
         help="Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters).")] = "topic",
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 13,
-    max_steps: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        help="Stop after N optimizer steps in all.")] = None,
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    seed: SeedOption = 13,
+    max_steps: MaxStepsOption = None,
+    device: TrainDeviceOption = "auto",
     threads: ThreadsOption = None,
     log_every: LogEveryOption = None,
-    checkpoint_every: Annotated[int, typer.Option(
-        help="Also checkpoint every N steps (0: at epoch ends only).")] = 500,
-    overwrite: Annotated[bool, typer.Option(help="Retrain into an existing model directory.")] = False,
+    checkpoint_every: CheckpointEveryOption = 500,
+    overwrite: RetrainOption = False,
 ) -> None:
     """Train the contrastive mention encoder for `cluster --method encoder`; resumable."""
     from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
 
-    args = ClustererTrainingArguments(
-        base_model=base_model, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr, margin=margin,
-        negatives_per_positive=negatives_per_positive, max_positives_per_cluster=max_positives_per_cluster,
-        hard_negatives_k=hard_negatives_k, scope=scope, seed=seed, max_steps=max_steps, device=device,
-        threads=threads, log_every=log_every, checkpoint_every=checkpoint_every)
+    args = training_arguments(ClustererTrainingArguments, locals())
     summary = train_clusterer(dataset, out, args, overwrite=overwrite,
-                              log=lambda message: err_console.print(message, markup=False, highlight=False))
+                              log=log_line)
     print_training_summary(summary, console)
 
 

@@ -42,10 +42,6 @@ class RetrieverConfig:
         EncoderConfig(pooling=self.pooling).validate()
 
 
-def is_retriever_dir(path: str | Path | None) -> bool:
-    return model_kind(path) == "retriever"
-
-
 class BiEncoder:
     def __init__(self, query_encoder: TextEncoder, passage_encoder: TextEncoder, config: RetrieverConfig,
                  reference: str, folder: Path | None = None) -> None:
@@ -76,7 +72,7 @@ class BiEncoder:
             raise InputError(f"{name_or_path} is a reader (from `corefsearch train reader`), not a retriever: a dense "
                              "encoder is a retriever folder from `corefsearch train retriever`, a Hugging Face model "
                              "name or folder, or `default`; give a reader to --reader")
-        if is_retriever_dir(name_or_path):
+        if model_kind(name_or_path) == "retriever":
             from corefsearch.artefacts import config_from_json
 
             folder = Path(name_or_path)  # type: ignore[arg-type]

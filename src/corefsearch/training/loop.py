@@ -67,8 +67,8 @@ class LoopResult:
     train_seconds: float  # the training steps of this invocation (no evaluation, no checkpoints)
     resumed_from_step: int | None
     best_epoch: int | None
-    best_score: float | None
     dev_curve: list[dict[str, Any]] = field(default_factory=list)
+    best_score: float | None = None
 
     @property
     def seconds_per_step(self) -> float | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -53,25 +53,15 @@ class DatasetFiles(Protocol):
     def passages_path(self) -> Path: ...
 
 
-@dataclass
-class TrainingSummary(Generic[E]):
-    """What a training run did; ``extras`` holds what only its trainer counts (``cli/report.py`` prints it)."""
+@dataclass(kw_only=True)
+class TrainingSummary(LoopResult, Generic[E]):
+    """What a training run did: the loop's result, the run's kind, folder and device, and ``extras``, what
+    only its trainer counts (``cli/report.py`` prints it)."""
 
     kind: str  # retriever | reader | clusterer
     out: Path
     device: str
-    steps_per_epoch: int
-    total_steps: int
-    steps_run: int  # in this invocation
-    train_seconds: float  # the training steps of this invocation (no evaluation, no checkpoints)
-    resumed_from_step: int | None
-    best_epoch: int | None
     extras: E
-    dev_curve: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def seconds_per_step(self) -> float | None:
-        return self.train_seconds / self.steps_run if self.steps_run else None
 
 
 class Run:
@@ -105,11 +95,8 @@ class Run:
                           on_step=on_step)
 
     def summary(self, result: LoopResult, extras: E) -> TrainingSummary[E]:
-        return TrainingSummary(kind=self.args.kind, out=self.out, device=self.device,
-                               steps_per_epoch=result.steps_per_epoch, total_steps=result.total_steps,
-                               steps_run=result.steps_run, train_seconds=result.train_seconds,
-                               resumed_from_step=result.resumed_from_step, best_epoch=result.best_epoch,
-                               extras=extras, dev_curve=result.dev_curve)
+        loop = {name.name: getattr(result, name.name) for name in fields(LoopResult)}
+        return TrainingSummary(**loop, kind=self.args.kind, out=self.out, device=self.device, extras=extras)
 
 
 def start_run(args: TrainingArguments, out: Path, *, overwrite: bool, log: Log | None,
