@@ -450,10 +450,9 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
     """The jittered vectors as shard 0 of 1 of ``dataset``, in the layout ``index --dense --shard`` writes."""
     import numpy as np
 
-    from corefsearch.artefacts import versions
+    from corefsearch.artefacts import DENSE_SHARD, manifest_record, versions, write_manifest
     from corefsearch.datasets.dataset import iter_passages
     from corefsearch.dense.chunks import scan_passages
-    from corefsearch.dense.store import SHARD_KIND
 
     sha, count = scan_passages(dataset / "passages.jsonl")
     if count != size:
@@ -473,17 +472,14 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
     del target
     with (tmp / "ids.txt").open("w", encoding="utf-8") as handle:
         handle.writelines(f"{p.id}\n" for p in iter_passages(dataset / "passages.jsonl"))
-    (tmp / "manifest.json").write_text(json.dumps({
-        "kind": SHARD_KIND, "format_version": 1, "corefsearch_version": "bench/scale.py",
+    write_manifest(tmp / "manifest.json", manifest_record(DENSE_SHARD, {
         "dataset": str(dataset.resolve()), "passages_sha256": sha, "passages": count, "encoder": encoder,
         "shard": [0, 1], "rows": [0, count],
         "encoding": {"batch_size": 64, "chunk_size": count, "device": "cpu", "backend": "torch", "encoded": 0,
                      "resumed": 0, "seconds": 0.0, "passages_per_second": None,
                      "note": f"not encoded: {len(sample):,} encoded sample vectors jittered (sigma {sigma}) "
                              f"to {count:,} rows by bench/scale.py"},
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "versions": versions("faiss", "torch", "transformers", "numpy")},
-        indent=2), encoding="utf-8")
+        "versions": versions("faiss", "torch", "transformers", "numpy")}))
     shutil.rmtree(shard, ignore_errors=True)
     tmp.replace(shard)
 

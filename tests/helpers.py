@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from corefsearch.artefacts import DATASET
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.trec import read_qrels
 from corefsearch.schema import Query
@@ -380,7 +381,7 @@ CLUSTER_SPLITS = {"fire": "train", "burn": "train", "jail": "train", "rob": "tra
 
 def write_cluster_dataset(root: Path, splits: dict[str, str] = CLUSTER_SPLITS) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text(json.dumps({"kind": "dataset"}), encoding="utf-8")
+    (root / "manifest.json").write_text(json.dumps({"kind": DATASET.kind}), encoding="utf-8")
     lines = []
     for doc_id, (topic, sentences) in CLUSTER_DOCS.items():
         for number, text in enumerate(sentences):

@@ -49,13 +49,13 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import now
+from corefsearch.artefacts import now, write_manifest
 from corefsearch.datasets.dataset import Dataset, iter_passages
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import check_no_overlap, output_locks
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_qrels
-from corefsearch.io.write import sha256_file, write_json
+from corefsearch.io.write import sha256_file
 from corefsearch.progress import track
 from corefsearch.schema import Passage, safe_id
 
@@ -253,20 +253,17 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
                       stacklevel=3)
 
     # Split by clusters: the clusters the dataset has keep their split (see the module doc).
-    old_splits = {str(record["cluster_id"]): str(record["split"])
-                  for _, record in read_jsonl(dataset.root / "clusters.jsonl")}
+    old_splits = {cluster.cluster_id: cluster.split for cluster in dataset.clusters()}
     build.write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
     build.check_splits(new, options, writer.fixed_splits, str(corpus))
-    build.write_manifest(staged, options, new)
-
-    manifest = json.loads((staged / "manifest.json").read_text(encoding="utf-8"))
+    manifest = build.dataset_manifest(staged, options, new)
     manifest["created"] = dataset.manifest.get("created", manifest["created"])
     manifest["updated"] = now()
     manifest["additions"] = [*dataset.manifest.get("additions", []),
                              {"corpus": str(Path(corpus).resolve()), "added": manifest["updated"],
                               "documents": summary.documents, "passages": summary.passages,
                               "mentions": summary.mentions}]
-    write_json(staged / "manifest.json", manifest)
+    write_manifest(staged / "manifest.json", manifest)
 
     before_queries, after_queries = _queries(dataset.root, options.splits), _queries(staged, options.splits)
     before_qrels, after_qrels = _qrels(dataset.root, options.splits), _qrels(staged, options.splits)
@@ -320,7 +317,7 @@ def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path
     if with_fields and "document_field" in manifest:
         manifest["document_field"]["truncated_passages"] += stats.truncated_passages
         manifest["document_field"]["truncated_documents"] += stats.truncated_documents
-    write_json(staged / "manifest.json", manifest)
+    write_manifest(staged / "manifest.json", manifest)
     return count
 
 
@@ -385,7 +382,7 @@ def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path,
         addition["note"] = "added with the quantiser trained at build time (not retrained)"
     manifest.update({"passages_sha256": sha256_file(passages_path), "passages": old_count + count,
                      "updated": now(), "additions": [*manifest.get("additions", []), addition]})
-    write_json(staged / dense.MANIFEST, manifest)
+    write_manifest(staged / dense.MANIFEST, manifest)
     return count
 
 

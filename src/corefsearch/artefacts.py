@@ -1,5 +1,7 @@
-"""Reading the JSON files that corefsearch writes beside its artefacts (dataset, index and shard
-manifests, model configurations), so that a damaged or foreign file is a one-line
+"""The JSON files that corefsearch writes beside its artefacts: every kind of manifest (dataset,
+Lucene and dense index, dense shard, run metadata, ONNX export, training record) with its one
+writer (:func:`manifest_record` + :func:`write_manifest`) and its one reader (:func:`read_manifest`),
+the versions they record, and model configurations. A damaged or foreign file is a one-line
 :class:`~corefsearch.errors.InputError` naming the file and what to run, never a traceback.
 
 Written by hand: ``json`` gives the parse error and ``dataclasses`` the fields; what is added
@@ -127,24 +129,73 @@ def versions(*packages: str, python: bool = False) -> dict[str, str]:
     return found
 
 
-def manifest_record(kind: str, fields: dict[str, Any], format_version: int | None = None) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ManifestKind:
+    """One kind of manifest: the ``kind`` it records, what messages call it, its format version (the
+    layout of the artefact it describes: a reader refuses another)."""
+
+    kind: str
+    what: str
+    format_version: int | None = None
+
+
+# Every manifest corefsearch writes, by kind (the README's "File formats" describes each).
+DATASET = ManifestKind("corefsearch-dataset", "dataset manifest", 1)
+LUCENE_INDEX = ManifestKind("corefsearch-lucene-index", "Lucene index manifest", 2)
+DENSE_INDEX = ManifestKind("corefsearch-dense-index", "dense index manifest", 1)
+DENSE_SHARD = ManifestKind("corefsearch-dense-shard", "dense shard manifest", 1)
+DENSE_PARTIAL = ManifestKind("corefsearch-dense-partial", "record of an interrupted dense encoding", 1)
+RUN = ManifestKind("corefsearch-run", "run metadata")
+ONNX_EXPORT = ManifestKind("corefsearch-onnx-export", "ONNX export record")
+
+
+def training_kind(model: str) -> ManifestKind:
+    """The record of a training run of ``model`` (retriever, reader, clusterer): ``training_args.json``."""
+    return ManifestKind(f"corefsearch-{model}-training", f"{model} training record")
+
+
+def manifest_record(kind: ManifestKind, fields: dict[str, Any], created: bool = True) -> dict[str, Any]:
     """A manifest: ``kind``, ``format_version`` (when the kind has one), ``corefsearch_version`` and
-    ``created`` first, then the kind's own ``fields`` in their order."""
+    ``created`` (unless ``created=False``: a record compared with another, as a resumable run's) first,
+    then the kind's own ``fields`` in their order."""
     from corefsearch import __version__
 
-    head: dict[str, Any] = {"kind": kind}
-    if format_version is not None:
-        head["format_version"] = format_version
-    return {**head, "corefsearch_version": __version__, "created": now(), **fields}
+    head: dict[str, Any] = {"kind": kind.kind}
+    if kind.format_version is not None:
+        head["format_version"] = kind.format_version
+    head["corefsearch_version"] = __version__
+    if created:
+        head["created"] = now()
+    return {**head, **fields}
 
 
-def read_manifest(path: Path, kind: str, what: str, remedy: str, missing: str | None = None) -> dict[str, Any]:
+def write_manifest(path: Path, record: dict[str, Any]) -> None:
+    """Write a manifest (from :func:`manifest_record`, or one read and updated) atomically: indented
+    JSON, UTF-8 as is, one final newline."""
+    from corefsearch.io.write import write_json
+
+    if not isinstance(record.get("kind"), str):
+        raise ValueError("a manifest starts with its kind (build it with manifest_record)")
+    write_json(Path(path), record)
+
+
+def read_manifest(path: Path, kind: ManifestKind, remedy: str, missing: str | None = None) -> dict[str, Any]:
     """The manifest at ``path``, which must be one of ``kind``: missing (``missing``, else "no WHAT at
     PATH"), unreadable or of another kind is one line ending in ``remedy``."""
     path = Path(path)
     if not path.exists():
-        raise MissingArtefactError(missing or f"no {what} at {path.parent}; {remedy}")
-    manifest = read_json_object(path, remedy, what)
-    if manifest.get("kind") != kind:
-        raise InputError(f"{path}: not a corefsearch {what}; {remedy}")
+        raise MissingArtefactError(missing or f"no {kind.what} at {path.parent}; {remedy}")
+    manifest = read_json_object(path, remedy, kind.what)
+    if manifest.get("kind") != kind.kind:
+        raise InputError(f"{path}: not a corefsearch {kind.what}; {remedy}")
     return manifest
+
+
+def find_manifest(path: Path, kind: ManifestKind) -> dict[str, Any] | None:
+    """The manifest at ``path`` when it is there, readable and of ``kind``; else ``None``: for a
+    writer that then starts over (or refuses to replace what it does not recognise)."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and record.get("kind") == kind.kind else None

@@ -20,10 +20,10 @@ dependency here (and whose exporter needs the network for some models); the expo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from corefsearch.artefacts import ONNX_EXPORT, find_manifest
 from corefsearch.errors import InputError, MissingArtefactError
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -73,10 +73,10 @@ def check_onnx_export(folder: Path, backend: str, command: str | None = None) ->
         raise MissingArtefactError(f"--backend {backend} reads {path}, which does not exist: {remedy} "
                                    f"first{quantised}")
     record_path = folder / ONNX_DIR / EXPORT_RECORD
+    record = find_manifest(record_path, ONNX_EXPORT) or {}
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
         exported_from, files = record["weights_sha256"], set(record["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         raise MissingArtefactError(f"{record_path} is missing or unreadable, so {path} cannot be matched to the "
                                    f"weights of {folder}: {remedy} again") from None
     if path.name not in files:

@@ -175,7 +175,7 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     holds the inputs ``trace`` names). The one export path of every kind of model folder."""
     import torch
 
-    from corefsearch.io.write import write_json
+    from corefsearch.artefacts import ONNX_EXPORT, manifest_record, versions, write_manifest
 
     say = log or (lambda _: None)
     started = time.perf_counter()
@@ -226,15 +226,12 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
             removed.append(int8)
         os.chmod(tmp_fp32, mode)
         os.replace(tmp_fp32, fp32)
-    import onnx
-    import onnxruntime
-
-    write_json(record_path, {
-        "kind": "corefsearch-onnx-export", "weights_sha256": checksum,
+    write_manifest(record_path, manifest_record(ONNX_EXPORT, {
+        "weights_sha256": checksum,
         "files": {f.path.name: {"max_abs_diff": f.max_abs_diff} for f in files},
         "inputs": list(trace), "output": OUTPUT_NAME, "opset": OPSET,
         "quantization": {"method": "quantize_dynamic", "weight_type": "QInt8", **QUANTIZATION} if quantize else None,
-        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}})
+        "versions": versions("torch", "onnx", "onnxruntime")}))
     return ExportSummary(folder, files, removed, time.perf_counter() - started)
 
 

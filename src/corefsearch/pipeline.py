@@ -45,29 +45,28 @@ class DenseIndexOptions:
     ray: Any = None  # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
 
     def validate(self) -> None:
-        """Every option of the command checked before any work, before the output guard of the builder
-        that runs (which checks its own arguments too, being a library entry point as well); the Ray
-        options are ``build_dense_index_on_ray``'s to check."""
-        from corefsearch.dense.faiss_index import check_faiss_type
-        from corefsearch.dense.indexing import parse_shard
+        """What no builder checks: the device, the backend on that device and the combinations of
+        options. Each value the builder takes (``--faiss``, ``--batch-size``, ``--chunk-size``, ``--shard``,
+        ``--merge-shards``, the Ray options) is checked once, by the builder that runs, before its
+        output guard and before any work."""
         from corefsearch.models import check_device
-
-        check_faiss_type(self.faiss_type)
-        check_device(self.device)
         from corefsearch.onnx_backend import check_backend_device
 
+        check_device(self.device)
         check_backend_device(self.backend, self.device)
-        for option, value in (("--batch-size", self.batch_size), ("--chunk-size", self.chunk_size)):
-            if value < 1:
-                raise InputError(f"{option} must be at least 1, got {value}")
-        if self.merge_shards is not None and self.merge_shards < 1:
-            raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {self.merge_shards}")
-        if self.shard is not None:
-            parse_shard(self.shard)
-        # --ray's own options are checked by build_dense_index_on_ray (and by the CLI that made them)
         if self.ray is not None and (self.shard is not None or self.merge_shards is not None):
             raise InputError("--ray encodes every shard on the cluster and merges them: leave out --shard and "
                              "--merge-shards")
+        if self.merge_shards is not None:
+            if self.shard is not None:
+                raise InputError("--shard and --merge-shards do not go together: encode each shard with "
+                                 "--shard I/N, then merge them with --merge-shards N")
+            if self.backend != "torch":
+                raise InputError("--backend chooses how passages are encoded; --merge-shards encodes none (each "
+                                 "shard's manifest records its backend): leave --backend out")
+        elif not self.encoder:
+            raise InputError("--dense needs --encoder: a retriever folder from `corefsearch train retriever`, "
+                             "a Hugging Face model name or folder, or `default` (all-MiniLM-L6-v2, zero-shot)")
 
 
 def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None = None, threads: int = 2,
@@ -82,17 +81,9 @@ def index_dataset(dataset_dir: Path, out: Path, dense: DenseIndexOptions | None 
     from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
 
     if dense.merge_shards is not None:
-        if dense.shard is not None:
-            raise InputError("--shard and --merge-shards do not go together: encode each shard with "
-                             "--shard I/N, then merge them with --merge-shards N")
-        if dense.backend != "torch":
-            raise InputError("--backend chooses how passages are encoded; --merge-shards encodes none (each shard's "
-                             "manifest records its backend): leave --backend out")
         return merge_dense_shards(dataset_dir, out, dense.merge_shards, faiss_type=dense.faiss_type,
                                   encoder=dense.encoder, device=dense.device, overwrite=overwrite)
-    if not dense.encoder:
-        raise InputError("--dense needs --encoder: a retriever folder from `corefsearch train retriever`, "
-                         "a Hugging Face model name or folder, or `default` (all-MiniLM-L6-v2, zero-shot)")
+    assert dense.encoder  # validate()
     if dense.ray is not None:
         from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
 

@@ -6,18 +6,15 @@ formats" section describes each file."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import manifest_record
+from corefsearch.artefacts import RUN, manifest_record, write_manifest
 from corefsearch.io.trec import RunRow, write_run
-from corefsearch.io.write import atomic_file, write_jsonl
+from corefsearch.io.write import write_jsonl
 from corefsearch.schema import Hit, Query, SpanRecord
-
-RUN_KIND = "corefsearch-run"
 
 
 def spans_path_for(run_path: Path) -> Path:
@@ -31,10 +28,7 @@ def run_metadata_path(run_path: Path) -> Path:
 
 
 def write_run_metadata(path: Path, fields: dict[str, Any]) -> None:
-    record = manifest_record(RUN_KIND, fields)
-    with atomic_file(path) as handle:
-        json.dump(record, handle, indent=2)
-        handle.write("\n")
+    write_manifest(path, manifest_record(RUN, fields))
 
 
 def run_rows(results: Iterable[tuple[Query, list[Hit]]], tag: str) -> Iterator[RunRow]:

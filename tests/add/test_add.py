@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from corefsearch import add as add_module
 from corefsearch.add import add_documents
+from corefsearch.artefacts import DENSE_INDEX
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset, new_cluster_split
 from corefsearch.datasets.dataset import Dataset
@@ -443,7 +444,7 @@ def test_add_to_ivfpq_keeps_trained_quantiser(tmp_path: Path, news_model: Path) 
     folder.mkdir(parents=True)
     faiss_index.write_index(index, folder / "faiss.index")
     (folder / "ids.txt").write_text("".join(f"old-{i}\n" for i in range(n_old)))
-    manifest = {"kind": store.DENSE_KIND, "passages": n_old, "passages_sha256": "x", "faiss": parameters,
+    manifest = {"kind": DENSE_INDEX.kind, "passages": n_old, "passages_sha256": "x", "faiss": parameters,
                 "encoder": encoder_record(model)}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     passages = tmp_path / "passages.jsonl"

@@ -19,6 +19,7 @@ from helpers import save_tiny_bert
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from corefsearch.artefacts import DATASET
 from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
 from corefsearch.cluster.loss import contrastive_loss, cosine_distance
@@ -64,7 +65,7 @@ def passage_record(doc_id: str, number: int) -> dict[str, Any]:
 
 def write_dataset(root: Path, clusters: list[tuple[str, str, list[str]]] = CLUSTERS) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "manifest.json").write_text(json.dumps({"kind": "dataset"}), encoding="utf-8")
+    (root / "manifest.json").write_text(json.dumps({"kind": DATASET.kind}), encoding="utf-8")
     (root / "passages.jsonl").write_text("".join(json.dumps(passage_record(d, n)) + "\n" for d, n in FILE_ORDER),
                                          encoding="utf-8")
     (root / "clusters.jsonl").write_text(

@@ -109,6 +109,29 @@ def test_faiss_parameters() -> None:
         faiss_index.faiss_parameters("lsh", 384, 5_000)
 
 
+def test_index_dense_checks_its_options_once_and_before_its_output(small_dataset: Path, tiny_model: Path,
+                                                                     tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    check = faiss_index.check_faiss_type
+    monkeypatch.setattr(faiss_index, "check_faiss_type", lambda t: (calls.append(t), check(t))[1])
+    out = tmp_path / "index"
+    invoke("index", small_dataset, "--dense", "--encoder", tiny_model, "--device", "cpu", "--chunk-size", CHUNK,
+           "--out", out)
+    assert calls == ["flat"]
+    calls.clear()
+    invoke("index", small_dataset, "--dense", "--encoder", tiny_model, "--device", "cpu", "--shard", "0/2",
+           "--chunk-size", CHUNK, "--out", out)
+    invoke("index", small_dataset, "--dense", "--encoder", tiny_model, "--device", "cpu", "--shard", "1/2",
+           "--chunk-size", CHUNK, "--out", out)
+    invoke("index", small_dataset, "--dense", "--merge-shards", 2, "--overwrite", "--out", out)
+    assert calls == ["flat"] * 3
+    # a bad value is refused before the output guard looks at --out (which exists, without --overwrite)
+    result = invoke("index", small_dataset, "--dense", "--encoder", tiny_model, "--faiss", "lsh", "--out", out,
+                    expect_error=True)
+    assert "--faiss must be one of" in result.output
+
+
 # --- encoding, layout, shards, resume ---------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from helpers import (
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
+from corefsearch.dense import faiss_index
 from corefsearch.dense.indexing import build_dense_index
 from corefsearch.dense.store import load_dense_manifest
 from corefsearch.distributed.session import fatal_signal_handlers_kept
@@ -70,13 +71,18 @@ def encoder(small_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return make_tiny_bert(tmp_path_factory.mktemp("ray-bert"), frequent_words(small_dataset), seed=0)
 
 
-def test_ray_encoding_gives_the_vectors_of_the_local_path(small_dataset: Path, encoder: Path, tmp_path: Path) -> None:
+def test_ray_encoding_gives_the_vectors_of_the_local_path(small_dataset: Path, encoder: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     local = tmp_path / "local"
     build_dense_index(small_dataset, local, str(encoder), chunk_size=CHUNK, device="cpu")
     on_ray = tmp_path / "ray"
+    checked: list[str] = []  # --faiss is checked once on the Ray path too (not again by the merge)
+    check = faiss_index.check_faiss_type
+    monkeypatch.setattr(faiss_index, "check_faiss_type", lambda t: (checked.append(t), check(t))[1])
     output = invoke("index", small_dataset, "--out", on_ray, "--dense", "--encoder", encoder, "--chunk-size", CHUNK,
                     "--device", "cpu", "--ray", "auto", "--ray-workers", 2)
     assert "Encoded 96 passages" in output and "by 2 workers" in output
+    assert checked == ["flat"]
     ids, vectors = index_contents(on_ray)
     local_ids, local_vectors = index_contents(local)
     assert ids == local_ids

@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from corefsearch.artefacts import DATASET
 from corefsearch.cli import app
 from corefsearch.errors import InputError
 from corefsearch.evaluate import (
@@ -150,7 +151,7 @@ def _write_jsonl(path: Path, records: list[Any]) -> Path:
 def files(tmp_path: Path) -> Files:
     dataset = tmp_path / "dataset"
     dataset.mkdir()
-    (dataset / "manifest.json").write_text("{}\n", encoding="utf-8")
+    (dataset / "manifest.json").write_text(json.dumps({"kind": DATASET.kind}) + "\n", encoding="utf-8")
     _write_jsonl(dataset / "passages.jsonl", PASSAGES)
     _write_jsonl(dataset / "queries" / "test.jsonl", [_query("q1", "lima-quake"), _query("q2", "quito-tremor")])
     _write_jsonl(dataset / "queries" / "dev.jsonl", [_query("q3", "lima-quake")])

@@ -227,11 +227,13 @@ def test_claim_records_the_run_and_seeds(tmp_path: Path) -> None:
     seed_everything(5)
     assert drawn == random.random()
     record = json.loads((run.work.path / RUN_FILE).read_text())
-    assert list(record) == ["kind", "options", "dataset", "passages_sha256", "extra_sha256", "versions"]
+    assert list(record) == ["kind", "corefsearch_version", "options", "dataset", "passages_sha256", "extra_sha256",
+                            "versions"]
     assert record["kind"] == "corefsearch-toy-training" and record["options"] == args.recorded_options()
     assert record["dataset"] == str(tmp_path.resolve()) and record["passages_sha256"] == "sha256:p"
     finished = run.finished_record(counts={"steps": 3})
-    assert list(finished) == [*record, "device", "checkpoint_every", "created", "counts"]
+    assert list(finished) == ["kind", "corefsearch_version", "created", *list(record)[2:], "device",
+                              "checkpoint_every", "counts"]
     assert (finished["device"], finished["checkpoint_every"], finished["counts"]) == ("cpu", 500, {"steps": 3})
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from corefsearch.artefacts import write_manifest
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
@@ -41,7 +42,7 @@ from corefsearch.cluster.pairs import MentionPair, coreferent_pairs, training_pa
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
-from corefsearch.io.write import sha256_file, write_json
+from corefsearch.io.write import sha256_file
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
@@ -300,7 +301,7 @@ class ClustererTask(TrainingTask):
             best_epoch=result.best_epoch, threshold=self.saved_threshold,
             selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.encoder.save(folder)
-        write_json(folder / TRAINING_ARGS_FILE, record)
+        write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
         write_model_card(folder, "clusterer", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -9,9 +9,7 @@ collection may be far larger than memory.
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import hashlib
-import json
 import random
 import warnings
 from collections import Counter, defaultdict
@@ -20,15 +18,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corefsearch import __version__
+from corefsearch.artefacts import DATASET, manifest_record, write_manifest
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.read import closing_iterator, read_jsonl
-from corefsearch.io.write import atomic_directory, atomic_file, dump_json_line, sha256_file
+from corefsearch.io.write import atomic_directory, dump_json_line, sha256_file
 from corefsearch.progress import track
 from corefsearch.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
 
-FORMAT_VERSION = 1
 PASSAGE_MODES = ("sentence", "window", "document")
 
 
@@ -132,7 +129,7 @@ def _windows_holding(mention_start: int, mention_end: int, window_starts: Sequen
 class DatasetWriter:
     """Writes ``root/passages.jsonl`` as documents arrive and keeps the table of their mentions
     (:class:`MentionRef`) from which :func:`write_queries_and_qrels` makes the queries, qrels and
-    clusters, :func:`check_splits` warns of empty splits and :func:`write_manifest` seals the dataset.
+    clusters, :func:`check_splits` warns of empty splits and :func:`write_dataset_manifest` seals the dataset.
 
     ``append=True`` continues an existing ``passages.jsonl`` (``corefsearch add`` on a copy of a
     dataset): the passages and mentions already in it are made known with :meth:`note_passage` and
@@ -307,7 +304,7 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
                           stacklevel=2)
         write_queries_and_qrels(root, writer, options, summary)
         check_splits(summary, options, writer.fixed_splits, source_name)
-        write_manifest(root, options, summary)
+        write_dataset_manifest(root, options, summary)
     return summary
 
 
@@ -410,19 +407,17 @@ def write_queries_and_qrels(root: Path, writer: DatasetWriter, options: BuildOpt
             handle.write(dump_json_line(cluster.to_json()))
 
 
-def write_manifest(root: Path, options: BuildOptions, summary: BuildSummary) -> None:
+def dataset_manifest(root: Path, options: BuildOptions, summary: BuildSummary) -> dict[str, Any]:
+    """The manifest of the dataset files in ``root``: the build options, the counts and each file's checksum."""
     files = ["passages.jsonl", "clusters.jsonl"]
     files += [f"queries/{s}.jsonl" for s in options.splits] + [f"qrels/{s}.txt" for s in options.splits]
-    manifest = {
-        "kind": "corefsearch-dataset",
-        "format_version": FORMAT_VERSION,
-        "corefsearch_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    return manifest_record(DATASET, {
         "options": {**asdict(options), "split_ratios": list(options.split_ratios),
                     "splits": list(options.splits)},
         "counts": summary.to_json(),
         "checksums": {name: "sha256:" + sha256_file(root / name) for name in files},
-    }
-    with atomic_file(root / "manifest.json") as handle:
-        json.dump(manifest, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
+    })
+
+
+def write_dataset_manifest(root: Path, options: BuildOptions, summary: BuildSummary) -> None:
+    write_manifest(root / "manifest.json", dataset_manifest(root, options, summary))

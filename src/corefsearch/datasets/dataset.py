@@ -14,16 +14,13 @@ from corefsearch.schema import SPLITS, Cluster, Passage, Query
 class Dataset:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        manifest_path = self.root / "manifest.json"
-        if not manifest_path.exists():
-            raise MissingArtefactError(
-                f"{self.root} is not a corefsearch dataset (no manifest.json); create it with "
-                f"`corefsearch build-dataset --format ecbplus|wec|coresearch|generic INPUT --out {self.root}`")
-        from corefsearch.artefacts import read_json_object
+        from corefsearch.artefacts import DATASET, read_manifest
 
-        self.manifest: dict[str, Any] = read_json_object(
-            manifest_path, f"rebuild the dataset with `corefsearch build-dataset ... --out {self.root} --overwrite`",
-            "dataset manifest")
+        self.manifest: dict[str, Any] = read_manifest(
+            self.root / "manifest.json", DATASET,
+            f"rebuild the dataset with `corefsearch build-dataset ... --out {self.root} --overwrite`",
+            missing=f"{self.root} is not a corefsearch dataset (no manifest.json); create it with "
+                    f"`corefsearch build-dataset --format ecbplus|wec|coresearch|generic INPUT --out {self.root}`")
 
     @property
     def passages_path(self) -> Path:

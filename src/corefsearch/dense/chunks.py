@@ -20,26 +20,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch import __version__
-from corefsearch.artefacts import now, versions
+from corefsearch.artefacts import (
+    DENSE_INDEX,
+    DENSE_PARTIAL,
+    DENSE_SHARD,
+    find_manifest,
+    manifest_record,
+    versions,
+    write_manifest,
+)
 from corefsearch.dense import faiss_index
 from corefsearch.dense.store import (
-    DENSE_KIND,
     FAISS_FILE,
-    FORMAT_VERSION,
     IDS_FILE,
     MANIFEST,
-    PARTIAL_KIND,
     PYSERINI_DOCID_FILE,
     PYSERINI_INDEX_FILE,
-    SHARD_KIND,
     VECTORS_FILE,
     portable_reference,
-    read_manifest,
 )
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import clean_temporaries_in
-from corefsearch.io.write import atomic_directory, atomic_file, write_json
+from corefsearch.io.write import atomic_directory, atomic_file
 from corefsearch.progress import track
 
 if TYPE_CHECKING:
@@ -157,7 +159,7 @@ def open_partial(partial: Path, expected: dict[str, Any]) -> None:
     """Resume in ``partial`` when it was started with the same encoder, passages and chunking
     (``expected``: its :func:`partial_record`); otherwise start over (with a notice when something
     was there)."""
-    manifest = read_manifest(partial)
+    manifest = find_manifest(partial / MANIFEST, DENSE_PARTIAL)
     if manifest is not None and {"backend": "torch", **manifest} == expected:  # no backend: torch (before 0.x)
         clean_temporaries_in(partial / "chunks")  # chunk files a killed run was writing
         return
@@ -176,7 +178,7 @@ def open_partial(partial: Path, expected: dict[str, Any]) -> None:
                       stacklevel=3)
         shutil.rmtree(partial)
     (partial / "chunks").mkdir(parents=True)
-    write_json(partial / MANIFEST, expected)
+    write_manifest(partial / MANIFEST, expected)
 
 
 @dataclass
@@ -231,10 +233,11 @@ def partial_record(passages_sha256: str, count: int, encoder_info: dict[str, Any
     """The manifest of an encoding in progress (``*.partial``): what a resumed run must match. The
     Ray path (``corefsearch.distributed.dense_encoding``) writes the same one, so its shards and ``--shard I/N``
     resume each other's chunks."""
-    return {"kind": PARTIAL_KIND, "passages_sha256": passages_sha256, "passages": count,
-            "passage_fingerprint": encoder_info["passage_fingerprint"],
-            "dimension": int(encoder_info["dimension"]), "chunk_size": plan.chunk_size, "rows": list(plan.rows),
-            "shard": list(shard) if shard else None, "backend": backend}
+    return manifest_record(DENSE_PARTIAL, {
+        "passages_sha256": passages_sha256, "passages": count,
+        "passage_fingerprint": encoder_info["passage_fingerprint"],
+        "dimension": int(encoder_info["dimension"]), "chunk_size": plan.chunk_size, "rows": list(plan.rows),
+        "shard": list(shard) if shard else None, "backend": backend}, created=False)
 
 
 def encoding_record(batch_size: int, chunk_size: int, device: str, backend: str, encoded: int, resumed: int,
@@ -247,9 +250,8 @@ def encoding_record(batch_size: int, chunk_size: int, device: str, backend: str,
 
 def common_fields(dataset_dir: Path, passages_sha256: str, count: int, encoder_info: dict[str, Any]
                   ) -> dict[str, Any]:
-    """The fields every dense index and shard manifest starts with."""
-    return {"format_version": FORMAT_VERSION, "corefsearch_version": __version__,
-            "dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256,
+    """The fields every dense index and shard manifest starts with (after those of :func:`manifest_record`)."""
+    return {"dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256,
             "passages": count, "encoder": encoder_info}
 
 
@@ -262,9 +264,9 @@ def write_shard(target: Path, files: VectorFiles, plan: ChunkPlan, shard: tuple[
         _concatenate(files, last - first, files.dimension, tmp / VECTORS_FILE)
         with atomic_file(tmp / IDS_FILE) as handle:
             handle.writelines(f"{passage_id}\n" for passage_id in files.ids())
-        write_json(tmp / MANIFEST, {"kind": SHARD_KIND, **common, "shard": list(shard), "rows": [first, last],
-                                     "encoding": encoding, "created": now(), "versions": index_versions(),
-                                     "seconds": round(time.perf_counter() - started, 3)})
+        write_manifest(tmp / MANIFEST, manifest_record(DENSE_SHARD, {
+            **common, "shard": list(shard), "rows": [first, last], "encoding": encoding, "versions": index_versions(),
+            "seconds": round(time.perf_counter() - started, 3)}))
 
 
 def _concatenate(files: VectorFiles, rows: int, dimension: int, path: Path) -> None:
@@ -318,7 +320,6 @@ def write_dense_index(target: Path, files: VectorFiles, count: int, parameters: 
         if n_ids != count:
             raise InputError(f"expected {count} passage ids, found {n_ids}")
         link_pyserini_names(tmp)
-        write_json(tmp / MANIFEST, {"kind": DENSE_KIND, **fields, "faiss": parameters,
-                                     "faiss_seconds": round(time.perf_counter() - built, 3),
-                                     "created": now(), "versions": index_versions(),
-                                     "seconds": round(time.perf_counter() - started, 3)})
+        write_manifest(tmp / MANIFEST, manifest_record(DENSE_INDEX, {
+            **fields, "faiss": parameters, "faiss_seconds": round(time.perf_counter() - built, 3),
+            "versions": index_versions(), "seconds": round(time.perf_counter() - started, 3)}))

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch import __version__
+from corefsearch.artefacts import DENSE_SHARD, read_manifest
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense import faiss_index
 from corefsearch.dense.chunks import (
@@ -58,10 +58,8 @@ from corefsearch.dense.chunks import (
 )
 from corefsearch.dense.store import (
     DENSE_DIR,
-    FORMAT_VERSION,
     IDS_FILE,
     MANIFEST,
-    SHARD_KIND,
     SHARDS_DIR,
     VECTORS_FILE,
     load_encoder,
@@ -172,7 +170,14 @@ def dense_outputs(a: dict[str, Any]) -> list[Output]:
     return [Output(target, "--out", "dir", {"DATASET": a["dataset_dir"], "--encoder": _encoder_input(a["encoder"])})]
 
 
-@writes_outputs(dense_outputs)
+def check_build_arguments(a: dict[str, Any]) -> None:
+    """The options of :func:`build_dense_index` (by parameter name), checked once before its output guard."""
+    check_build_options(a["faiss_type"], a["batch_size"], a["chunk_size"])
+    if a["shard"] is not None:
+        check_shard(a["shard"])
+
+
+@writes_outputs(dense_outputs, check=check_build_arguments)
 def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | None,
                       faiss_type: str = "flat", batch_size: int = 64, shard: tuple[int, int] | None = None,
                       device: str = "auto", overwrite: bool = False,
@@ -183,9 +188,6 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     from the encoder folder's export), recorded in the manifest's ``encoding``."""
     started = time.perf_counter()
     dataset = Dataset(dataset_dir)
-    check_build_options(faiss_type, batch_size, chunk_size)
-    if shard is not None:
-        check_shard(shard)
     out = Path(out)
     target = out / DENSE_DIR if shard is None else out / SHARDS_DIR / shard_name(shard)
     if target.exists() and not overwrite:
@@ -243,13 +245,20 @@ def check_build_options(faiss_type: str, batch_size: int, chunk_size: int) -> No
     if batch_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {batch_size}")
     if chunk_size < 1:
-        raise InputError(f"the chunk size must be at least 1, got {chunk_size}")
+        raise InputError(f"--chunk-size must be at least 1, got {chunk_size}")
 
 
 # --- merging shards -------------------------------------------------------------------------
 
 
-@writes_outputs(dense_outputs)
+def check_merge_arguments(a: dict[str, Any]) -> None:
+    """The options of :func:`merge_dense_shards`, checked once before its output guard."""
+    faiss_index.check_faiss_type(a["faiss_type"])
+    if a["shards"] < 1:
+        raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {a['shards']}")
+
+
+@writes_outputs(dense_outputs, check=check_merge_arguments)
 def merge_dense_shards(dataset_dir: Path, out: Path, shards: int, faiss_type: str = "flat",
                        encoder: str | BiEncoder | None = None, device: str = "auto",
                        overwrite: bool = False) -> DenseIndexSummary:
@@ -257,11 +266,9 @@ def merge_dense_shards(dataset_dir: Path, out: Path, shards: int, faiss_type: st
 
     The shards must come from the same encoder and the dataset's current passages, and
     together cover every passage; with ``encoder`` given, its fingerprint must match too.
-    The options are checked here, then :func:`merge_dense_shards_unguarded` merges.
+    The options are checked before the output guard (:func:`check_merge_arguments`), then
+    :func:`merge_dense_shards_unguarded` merges.
     """
-    faiss_index.check_faiss_type(faiss_type)
-    if shards < 1:
-        raise InputError(f"--merge-shards takes the number of shards N (at least 1), got {shards}")
     return merge_dense_shards_unguarded(dataset_dir, out, shards, faiss_type, encoder, device, overwrite)
 
 
@@ -283,18 +290,14 @@ def merge_dense_shards_unguarded(dataset_dir: Path, out: Path, shards: int, fais
         raise MissingArtefactError(f"{len(missing)} of {shards} shards are missing in {out / SHARDS_DIR} "
                                    f"({listed}); encode each with `corefsearch index {dataset_dir} --dense "
                                    f"--encoder MODEL --out {out} --shard I/{shards}`")
-    from corefsearch.artefacts import read_json_object
-
-    manifests = [read_json_object(folder / MANIFEST, f"encode the shard again with `corefsearch index {dataset_dir} "
-                                  f"--dense --encoder MODEL --out {out} --shard {i}/{shards} --overwrite`",
-                                  "dense shard manifest") for i, folder in enumerate(folders)]
+    manifests = [read_manifest(folder / MANIFEST, DENSE_SHARD, f"encode the shard again with `corefsearch index "
+                               f"{dataset_dir} --dense --encoder MODEL --out {out} --shard {i}/{shards} --overwrite`")
+                 for i, folder in enumerate(folders)]
     passages_sha256, count = scan_passages(dataset.passages_path)
     first = manifests[0]
     expected_rows = 0
     for i, manifest in enumerate(manifests):
         where = folders[i]
-        if manifest.get("kind") != SHARD_KIND:
-            raise InputError(f"{where / MANIFEST}: not a corefsearch dense shard manifest")
         if manifest["passages_sha256"] != passages_sha256:
             raise InputError(f"shard {where} was encoded from other passages than {dataset.passages_path}; "
                              f"encode it again with `--shard {i}/{shards} --overwrite`")
@@ -332,8 +335,7 @@ def merge_dense_shards_unguarded(dataset_dir: Path, out: Path, shards: int, fais
                 "seconds": round(encode_seconds, 3),
                 "passages_per_second": round(encoded / encode_seconds, 2) if encode_seconds else None,
                 "shards": shards}
-    fields = {"format_version": FORMAT_VERSION, "corefsearch_version": __version__,
-              "dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256, "passages": count,
+    fields = {"dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256, "passages": count,
               "encoder": first["encoder"], "encoding": encoding}
     write_dense_index(target, files, count, parameters, overwrite, fields, started)
     return DenseIndexSummary(target, count, 0, 0, time.perf_counter() - started, 0.0, dimension,

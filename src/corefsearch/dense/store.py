@@ -18,12 +18,11 @@ Layout, beside the Lucene index in the same INDEX directory::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.datasets.dataset import check_built_from
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.errors import MissingArtefactError
 
 if TYPE_CHECKING:
     from corefsearch.dense.model import BiEncoder
@@ -36,10 +35,6 @@ PYSERINI_INDEX_FILE = "index"  # the same file as faiss.index (hard link), for P
 PYSERINI_DOCID_FILE = "docid"  # the same file as ids.txt (hard link)
 VECTORS_FILE = "vectors.npy"
 MANIFEST = "manifest.json"
-DENSE_KIND = "corefsearch-dense-index"
-SHARD_KIND = "corefsearch-dense-shard"
-PARTIAL_KIND = "corefsearch-dense-partial"
-FORMAT_VERSION = 1
 
 
 def shard_name(shard: tuple[int, int]) -> str:
@@ -74,16 +69,6 @@ def load_encoder(encoder: str | BiEncoder | None, device: str = "auto", backend:
     return model
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The ``manifest.json`` of a dense folder (an index, a shard, an encoding in progress), or
-    ``None`` when it is missing or not a JSON object: for the writers, which then start over."""
-    try:
-        record = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def load_dense_manifest(index: Path) -> dict[str, Any]:
     """The manifest of ``INDEX/dense``; a missing index says what to run."""
     index = Path(index)
@@ -96,13 +81,10 @@ def load_dense_manifest(index: Path) -> dict[str, Any]:
             hint = f" (shards are in {index / SHARDS_DIR}: merge them with --merge-shards N)"
         raise MissingArtefactError(f"no dense index at {index} (expected {manifest_path}){hint}; build it with "
                                    f"`corefsearch index DATASET --dense --encoder MODEL --out {index}`")
-    from corefsearch.artefacts import read_json_object
+    from corefsearch.artefacts import DENSE_INDEX, read_manifest
 
-    remedy = f"rebuild the index with `corefsearch index DATASET --dense --encoder MODEL --out {index} --overwrite`"
-    manifest = read_json_object(manifest_path, remedy, "dense index manifest")
-    if manifest.get("kind") != DENSE_KIND:
-        raise InputError(f"{manifest_path}: not a corefsearch dense index manifest; {remedy}")
-    return manifest
+    return read_manifest(manifest_path, DENSE_INDEX, "rebuild the index with `corefsearch index DATASET --dense "
+                         f"--encoder MODEL --out {index} --overwrite`")
 
 
 def check_dense_index_matches_dataset(index: Path, dataset_dir: Path) -> None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.artefacts import write_manifest
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.examples import (
     StoredPassage,
@@ -53,7 +54,7 @@ from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
-from corefsearch.io.write import sha256_file, write_json
+from corefsearch.io.write import sha256_file
 from corefsearch.memory import release_memory
 from corefsearch.schema import Query
 from corefsearch.training import (
@@ -257,7 +258,7 @@ class RetrieverTask(TrainingTask):
                     "dev_passages": len(dev.passage_ids) if dev else 0},
             best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if dev else None)
         self.model.save(folder)
-        write_json(folder / TRAINING_ARGS_FILE, record)
+        write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
         write_model_card(folder, "retriever", record, curve, self.run.manifest, name=str(self.run.out))

@@ -129,7 +129,17 @@ def _ray_dense_outputs(a: dict[str, Any]) -> list[Output]:
     return dense_outputs({**a, "shard": None})
 
 
-@writes_outputs(_ray_dense_outputs)
+def _check_ray_arguments(a: dict[str, Any]) -> None:
+    """The options of :func:`build_dense_index_on_ray`, checked once before its output guard."""
+    from corefsearch.dense import chunks
+    from corefsearch.dense.indexing import check_build_options
+
+    a["ray_options"].validate()
+    check_build_options(a["faiss_type"], a["batch_size"],
+                        chunks.CHUNK_SIZE if a["chunk_size"] is None else a["chunk_size"])
+
+
+@writes_outputs(_ray_dense_outputs, check=_check_ray_arguments)
 def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_options: RayOptions,
                              faiss_type: str = "flat", batch_size: int = 64, device: str = "auto",
                              overwrite: bool = False, chunk_size: int | None = None,
@@ -137,16 +147,15 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
     """``indexing.build_dense_index`` with the encoding spread over a Ray cluster (see the module
     doc): the shards of ``--shard I/N`` (N workers) in ``out/dense-shards``, merged into ``out/dense``.
     Complete shards of an earlier run with the same passages, encoder and settings are kept.
-    The options are checked here, once; the merge at the end does not check them again."""
+    The options are checked once, before the output guard (:func:`_check_ray_arguments`); the merge at
+    the end does not check them again."""
     from corefsearch.datasets.dataset import Dataset
     from corefsearch.dense import chunks, faiss_index, store
-    from corefsearch.dense.indexing import DenseIndexSummary, check_build_options, merge_dense_shards_unguarded
+    from corefsearch.dense.indexing import DenseIndexSummary, merge_dense_shards_unguarded
 
     started = time.perf_counter()
-    ray_options.validate()
     chunk_size = chunks.CHUNK_SIZE if chunk_size is None else chunk_size
     dataset = Dataset(dataset_dir)
-    check_build_options(faiss_type, batch_size, chunk_size)
     out = Path(out)
     target = out / store.DENSE_DIR
     if target.exists() and not overwrite:
@@ -231,11 +240,12 @@ def _check_kept_shard(folder: Path, shard: tuple[int, int], passages_sha256: str
                       chunk_size: int, backend: str) -> None:
     """A complete shard already in place is kept when it holds these passages' vectors by this
     encoder, else the run stops (``--overwrite`` encodes it again)."""
-    from corefsearch.dense.store import SHARD_KIND, read_manifest
+    from corefsearch.artefacts import DENSE_SHARD, find_manifest
+    from corefsearch.dense.store import MANIFEST
 
-    manifest = read_manifest(folder) or {}
+    manifest = find_manifest(folder / MANIFEST, DENSE_SHARD) or {}
     encoding = manifest.get("encoding") or {}
-    same = (manifest.get("kind") == SHARD_KIND and manifest.get("passages_sha256") == passages_sha256
+    same = (manifest.get("passages_sha256") == passages_sha256
             and (manifest.get("encoder") or {}).get("passage_fingerprint") == encoder_info["passage_fingerprint"]
             and encoding.get("chunk_size") == chunk_size and encoding.get("backend", "torch") == backend
             and manifest.get("shard") == list(shard))

@@ -211,11 +211,14 @@ class Output:
     inputs: Inputs | None = None
 
 
-def writes_outputs(outputs: Callable[[dict[str, Any]], Iterable[Output]]) -> Callable[[F], F]:
-    """Decorate a library entry point that writes files or folders: before it runs, each output
-    that ``outputs(arguments)`` names (``arguments``: the call's arguments by parameter name, defaults
-    filled in) is checked (:func:`check_output_file` / :func:`check_output_dir`), then locked for the
-    whole call (:func:`output_lock`), which also cleans up what a killed run left there."""
+def writes_outputs(outputs: Callable[[dict[str, Any]], Iterable[Output]],
+                   check: Callable[[dict[str, Any]], None] | None = None) -> Callable[[F], F]:
+    """Decorate a library entry point that writes files or folders: before it runs, its arguments are
+    checked by ``check(arguments)`` when given (``arguments``: the call's arguments by parameter name,
+    defaults filled in; the one place an entry point's options are validated, before any output is
+    touched), then each output that ``outputs(arguments)`` names is checked (:func:`check_output_file` /
+    :func:`check_output_dir`), then locked for the whole call (:func:`output_lock`), which also cleans
+    up what a killed run left there."""
 
     def decorate(func: F) -> F:
         signature = inspect.signature(func)
@@ -224,10 +227,12 @@ def writes_outputs(outputs: Callable[[dict[str, Any]], Iterable[Output]]) -> Cal
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
+            if check is not None:
+                check(dict(bound.arguments))
             wanted = [o for o in outputs(dict(bound.arguments)) if o.path is not None and str(o.path) != ""]
             for output in wanted:
-                check = check_output_dir if output.kind == "dir" else check_output_file
-                check(Path(output.path), output.option, output.inputs)  # type: ignore[arg-type]
+                check_output = check_output_dir if output.kind == "dir" else check_output_file
+                check_output(Path(output.path), output.option, output.inputs)  # type: ignore[arg-type]
             with output_locks((Path(o.path), o.option) for o in wanted):  # type: ignore[arg-type]
                 return func(*args, **kwargs)
 

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.artefacts import write_manifest
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
-from corefsearch.io.write import sha256_file, write_json
+from corefsearch.io.write import sha256_file
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
 from corefsearch.reader.model import CrossEncoderReader, ReaderConfig, ReaderOutput
 from corefsearch.reader.read import Reader
@@ -469,7 +470,7 @@ class ReaderTask(TrainingTask):
             fusion={"chosen": fusion, "dev": fusion_dev, "metric": SELECTION_METRIC if fusion_dev else None,
                     "epoch": result.best_epoch if fusion_dev else None})
         self.model.save(folder)
-        write_json(folder / TRAINING_ARGS_FILE, record)
+        write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.model_card import write_model_card
 
         write_model_card(folder, "reader", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

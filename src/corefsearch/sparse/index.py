@@ -26,17 +26,15 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import manifest_record, read_manifest
+from corefsearch.artefacts import LUCENE_INDEX, manifest_record, read_manifest, write_manifest
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
-from corefsearch.io.write import atomic_directory, atomic_file, sha256_file
+from corefsearch.io.write import atomic_directory, sha256_file
 from corefsearch.progress import track
 from corefsearch.schema import Passage
 
 LUCENE_DIR = "lucene"
-INDEX_KIND = "corefsearch-lucene-index"
-FORMAT_VERSION = 2
 # The fields of field-weighted BM25 (besides ``contents``), in the order they are written.
 FIELDS = ("sentence", "title", "document")
 FIELDS_DIR = "fields"  # INDEX/lucene/fields/: the Lucene index of the fields
@@ -222,14 +220,14 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
                           f"characters: the `document` field of {stats.truncated_passages} passage(s) holds only the "
                           "passages nearest to them", stacklevel=2)
         seconds = time.perf_counter() - started
-        manifest: dict[str, Any] = manifest_record(INDEX_KIND, {
+        manifest: dict[str, Any] = manifest_record(LUCENE_INDEX, {
             "dataset": str(Path(dataset_dir).resolve()),
             "passages_sha256": sha256_file(dataset.passages_path),
             "passages": count,
             "contents": "title + newline + text",
             "options": {"threads": threads, "store": ["positions", "docvectors", "raw"], "fields": fields},
             "seconds": round(seconds, 3),
-        }, FORMAT_VERSION)
+        })
         if fields:
             manifest["fields_index"] = FIELDS_DIR
             manifest["fields"] = {"sentence": "text", "title": "title",
@@ -238,9 +236,7 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
             manifest["document_field"] = {"max_chars": DOCUMENT_FIELD_MAX_CHARS,
                                           "truncated_passages": stats.truncated_passages,
                                           "truncated_documents": stats.truncated_documents}
-        with atomic_file(tmp / "manifest.json") as handle:
-            json.dump(manifest, handle, indent=2)
-            handle.write("\n")
+        write_manifest(tmp / "manifest.json", manifest)
     return IndexSummary(target, count, seconds)
 
 
@@ -257,7 +253,7 @@ def require_fields(index: Path, manifest: dict[str, Any], names: Iterable[str], 
 def load_lucene_manifest(index: Path) -> dict[str, Any]:
     """The manifest of ``INDEX/lucene``; a missing index says what to run."""
     manifest_path = Path(index) / LUCENE_DIR / "manifest.json"
-    return read_manifest(manifest_path, INDEX_KIND, "Lucene index manifest",
+    return read_manifest(manifest_path, LUCENE_INDEX,
                          f"rebuild the index with `corefsearch index DATASET --out {index} --overwrite`",
                          missing=f"no Lucene index at {index} (expected {manifest_path}); build it with "
                                  f"`corefsearch index DATASET --out {index}`")

@@ -58,9 +58,13 @@ def adamw(groups: Iterable[tuple[torch.nn.Module, float]], weight_decay: float) 
     return torch.optim.AdamW(parameter_groups)
 
 
+# What a run record says about the library versions: not compared when a run resumes.
+VERSION_KEYS = ("versions", "corefsearch_version")
+
+
 def claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: Log) -> None:
     """Create the working folder, or check that a leftover one belongs to this same run
-    (same ``record`` apart from the library versions)."""
+    (same ``record`` apart from the library versions, :data:`VERSION_KEYS`)."""
     if work.exists():
         try:
             previous = work.read_json(RUN_FILE)
@@ -72,8 +76,8 @@ def claim_work_dir(work: WorkDir, record: dict[str, Any], overwrite: bool, log: 
             log(f"Discarding the interrupted run in {work.path} ({err}; --overwrite).")
             work.remove()
     if work.exists():  # and its run.json was read
-        same = previous is not None and {k: v for k, v in previous.items() if k != "versions"} == {
-            k: v for k, v in record.items() if k != "versions"}
+        same = previous is not None and {k: v for k, v in previous.items() if k not in VERSION_KEYS} == {
+            k: v for k, v in record.items() if k not in VERSION_KEYS}
         if not same:
             if not overwrite:
                 raise InputError(f"{work.path} holds an interrupted training run with other settings "
@@ -92,7 +96,7 @@ def differences(previous: dict[str, Any], record: dict[str, Any]) -> str:
     """The options (as CLI flags) and inputs in which two run records differ."""
     names = [f"--{k.replace('_', '-')}" for k in record.get("options", {})
              if previous.get("options", {}).get(k) != record["options"][k]]
-    names += [k for k in record if k not in ("options", "versions") and previous.get(k) != record.get(k)]
+    names += [k for k in record if k not in ("options", *VERSION_KEYS) and previous.get(k) != record.get(k)]
     return ", ".join(names) or "unreadable run.json"
 
 

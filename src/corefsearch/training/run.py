@@ -16,14 +16,12 @@ its record is the same (``claim_work_dir``); it is also the start of ``training_
 
 from __future__ import annotations
 
-import datetime as dt
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from corefsearch import __version__
+from corefsearch.artefacts import manifest_record, training_kind, versions
 from corefsearch.errors import InputError
 from corefsearch.io.write import sha256_file
 from corefsearch.training.checkpoint import WorkDir
@@ -86,8 +84,8 @@ class Run:
     def finished_record(self, **rest: Any) -> dict[str, Any]:
         """``training_args.json``: the run record, the device, ``checkpoint_every``, when it was written,
         then ``rest`` (counts, best epoch, ...)."""
-        return {**self.record, "device": self.device, "checkpoint_every": self.args.checkpoint_every,
-                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **rest}
+        head = manifest_record(training_kind(self.args.kind), {})  # kind, corefsearch_version, created
+        return {**head, **self.record, "device": self.device, "checkpoint_every": self.args.checkpoint_every, **rest}
 
     def train(self, task: TrainingTask, on_step: Callable[[int, float], None] | None = None) -> LoopResult:
         """Run ``task`` through the training loop into ``OUT``."""
@@ -121,13 +119,8 @@ def start_run(args: TrainingArguments, out: Path, *, overwrite: bool, log: Log |
 def run_record(args: TrainingArguments, dataset: DatasetFiles, inputs: dict[str, Any]) -> dict[str, Any]:
     """What identifies a run: its kind, the recorded options, the dataset and its passages' checksum,
     the trainer's other ``inputs`` (checksums, paths), and the library versions (not compared)."""
-    import torch
-    import transformers
-
     checksums = dataset.manifest.get("checksums", {})
-    return {"kind": f"corefsearch-{args.kind}-training", "options": args.recorded_options(),
-            "dataset": str(dataset.root.resolve()),
-            "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
-            **inputs,
-            "versions": {"corefsearch": __version__, "torch": torch.__version__,
-                         "transformers": transformers.__version__, "python": platform.python_version()}}
+    return manifest_record(training_kind(args.kind), {
+        "options": args.recorded_options(), "dataset": str(dataset.root.resolve()),
+        "passages_sha256": checksums.get("passages.jsonl") or "sha256:" + sha256_file(dataset.passages_path),
+        **inputs, "versions": versions("torch", "transformers", python=True)}, created=False)
