@@ -425,12 +425,14 @@ def _kind_text(kind: str, options: Mapping[str, Any], record: Mapping[str, Any],
         return ("sentence-transformers", "sentence-similarity", "corefsearch retriever (mention-aware DPR bi-encoder)",
                 tags, what)
     if kind == "clusterer":
-        tau = record.get("threshold")
+        tau, beta = record.get("threshold"), record.get("lemma_weight")
         what = (f"A contrastive mention encoder (Hsu & Horwood 2022) trained with `corefsearch train clusterer` on "
                 f"{base.description}: `[MLP(CLS) ; MLP(sum of the mention's tokens)]`, unit length, contrastive loss "
                 f"with margin {options.get('margin')}; mentions are clustered by average linkage on cosine distance, "
-                + (f"stopping at τ = {tau:g} (picked on dev)." if tau is not None else
-                   "with a threshold τ to give (no dev split picked one)."))
+                + (f"stopping at τ = {tau:g} (picked on dev)" if tau is not None else
+                   "with a threshold τ to give (no dev split picked one)")
+                + (f"; two mentions with the same head lemma are β = {beta:g} closer (picked on dev)."
+                   if beta else "."))
         return ("transformers", "feature-extraction",
                 "corefsearch mention encoder (contrastive, for coreference clustering)",
                 ["corefsearch", "cross-document-coreference", "coreference-clustering", "feature-extraction"], what)

@@ -308,3 +308,63 @@ def test_cli_train_clusterer_and_its_errors(tiny_base: Path, dataset: Path, tmp_
         "train", "clusterer", dataset, "--out", tmp_path / "m2", "--hard-negatives-k", "-1")
     assert "already exists" in cli_error("train", "clusterer", dataset, "--out", out, "--base-model", tiny_base)
     assert not (tmp_path / "m2").exists()
+
+
+def test_the_lemma_weight_is_chosen_on_dev_saved_with_the_model_and_used_by_cluster(tiny_base: Path,
+                                                                                    dataset: Path,
+                                                                                    tmp_path: Path) -> None:
+    out = tmp_path / "model"
+    summary = train_clusterer(dataset, out, tiny_args(tiny_base, epochs=1, lemma_weights="0,0.3"))
+    curve = json.loads((out / "dev_curve.json").read_text())
+    assert all(e["lemma_weight"] in (0.0, 0.3) for e in curve)
+    kept = next(e for e in curve if e["epoch"] == summary.best_epoch)
+    encoder = MentionEncoder.load(out)
+    assert encoder.config.lemma_weight == kept["lemma_weight"]
+    record = json.loads((out / "training_args.json").read_text())
+    assert record["options"]["lemma_weights"] == "0,0.3" and record["lemma_weight"] == kept["lemma_weight"]
+    # Scored on dev as the sweep scores it: the kept F1 is that of clustering dev at the kept τ and β.
+    from corefsearch.cluster.baselines import mention_head_lemmas
+    from corefsearch.cluster.mentions import read_split_mentions
+    from corefsearch.evaluate.coref import score_partitions
+
+    found = read_split_mentions(dataset, "dev")
+    lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
+    ids, vectors = vectors_of(out, dataset, "dev")
+    topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS}
+    key = {m: c for m, _, _, _, c in MENTIONS if m in ids}
+    chosen = cluster_vectors(ids, vectors, topic, dict.fromkeys(ids, "event"), kept["threshold"], "topic",
+                             lemmas=lemmas, lemma_weight=kept["lemma_weight"])
+    assert round(score_partitions(key, chosen).conll_f1, 6) == kept["CoNLL F1"]
+    # `cluster` takes the model's β; --lemma-weight overrides it.
+    for given, beta in ((None, kept["lemma_weight"]), (0.3, 0.3), (0.0, 0.0)):
+        extra = [] if given is None else ["--lemma-weight", given]
+        result = cli("cluster", dataset, "--out", tmp_path / "c.jsonl", "--method", "encoder", "--model", out,
+                     "--split", "dev", "--device", "cpu", "--threshold", 0.4, *extra)
+        assert result.exit_code == 0, result.output
+        assert ("lemma weight β 0.3" in result.output) == (beta == 0.3)
+        expected = cluster_vectors(ids, vectors, topic, dict.fromkeys(ids, "event"), 0.4, "topic", lemmas=lemmas,
+                                   lemma_weight=beta)
+        assert partition(read_clusters(tmp_path / "c.jsonl")) == partition(expected)
+
+
+def test_lemma_weight_options_are_checked(tiny_base: Path, dataset: Path, model_dir: Path, tmp_path: Path) -> None:
+    common = ("cluster", dataset, "--out", tmp_path / "c.jsonl", "--device", "cpu")
+    assert "--lemma-weight (the cosine distance a shared head lemma takes off a pair) must be between 0 and 2" in \
+        cli_error(*common, "--method", "encoder", "--model", model_dir, "--lemma-weight", "3")
+    assert "--lemma-weight: only with --method encoder" in cli_error(*common, "--method", "lemma",
+                                                                      "--lemma-weight", "0.1")
+    train = ("train", "clusterer", dataset, "--out", tmp_path / "m", "--base-model", tiny_base)
+    assert "--lemma-weights takes comma-separated numbers" in cli_error(*train, "--lemma-weights", "0,x")
+    assert "--lemma-weights names a value twice" in cli_error(*train, "--lemma-weights", "0,0.1,0.1")
+    assert "must be between 0 and 2" in cli_error(*train, "--lemma-weights", "0,-0.1")
+    assert not (tmp_path / "m").exists() and not (tmp_path / "c.jsonl").exists()
+    # A model folder from before the lemma weight reads as β 0.
+    older = tmp_path / "older"
+    import shutil
+
+    shutil.copytree(model_dir, older)
+    config_path = next(older.glob("corefsearch_clusterer.json"))
+    config = json.loads(config_path.read_text())
+    config.pop("lemma_weight", None)
+    config_path.write_text(json.dumps(config))
+    assert MentionEncoder.load(older).config.lemma_weight == 0.0

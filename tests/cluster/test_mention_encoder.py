@@ -18,9 +18,17 @@ import pytest
 from helpers import save_tiny_bert
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.spatial.distance import pdist
 
 from corefsearch.artefacts import DATASET
-from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, distinct_rows, knn_edges
+from corefsearch.cluster.agglomerative import (
+    canonical_labels,
+    cluster_dense,
+    cluster_knn,
+    distinct_rows,
+    knn_edges,
+    pair_distances,
+)
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
 from corefsearch.cluster.loss import contrastive_loss, cosine_distance
 from corefsearch.cluster.model import HEAD_WEIGHTS, ClustererConfig, MentionEncoder
@@ -400,6 +408,33 @@ def test_knn_clustering_equals_all_pairs_clustering_when_k_covers_every_pair() -
             dense = cluster_dense(vectors, tau)
             assert cluster_knn(vectors, tau, k=n).tolist() == dense.tolist()
             assert cluster_knn(vectors, tau, k=n - 1).tolist() == dense.tolist()
+
+
+def test_a_shared_lemma_takes_the_bonus_off_the_pair_distance() -> None:
+    vectors = at_angles([0, 30, 60, 61])
+    plain = pair_distances(vectors)
+    assert np.allclose(plain, pdist(vectors, metric="cosine"))
+    labels = ["run", "run", "say", "run"]
+    closer = pair_distances(vectors, labels, 0.05)
+    same = np.array([labels[i] == labels[j] for i in range(4) for j in range(i + 1, 4)])
+    assert np.allclose(closer[same], plain[same])  # the others 0.05 further (the tree is cut 0.05 higher)
+    assert np.allclose(closer[~same], plain[~same] + 0.05)
+    assert np.array_equal(pair_distances(vectors, labels, 0.0), plain)
+    # 0° and 30° (distance 0.134) join at τ 0.1 only with the lemma bonus
+    assert partition(cluster_dense(vectors, 0.1)) == {frozenset({0}), frozenset({1}), frozenset({2, 3})}
+    assert partition(cluster_dense(vectors, 0.1, labels, 0.05)) == {frozenset({0, 1}), frozenset({2, 3})}
+
+
+def test_knn_clustering_with_a_lemma_bonus_equals_all_pairs_clustering_when_k_covers_every_pair() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n, d = int(rng.integers(2, 30)), int(rng.integers(2, 8))
+        vectors = rng.normal(size=(max(1, n // 3), d))[rng.integers(0, max(1, n // 3), n)]
+        vectors = vectors + rng.normal(scale=0.4, size=(n, d))
+        labels = [str(x) for x in rng.integers(0, 4, n)]
+        for tau, bonus in ((0.1, 0.1), (0.3, 0.2), (0.6, 0.05)):
+            dense = cluster_dense(vectors, tau, labels, bonus)
+            assert cluster_knn(vectors, tau, n, labels, bonus).tolist() == dense.tolist()
 
 
 def test_knn_edges_are_each_pair_once_with_exact_similarities() -> None:

@@ -35,6 +35,9 @@ def cluster_command(
     threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
         help="With --method encoder: τ, the cosine distance at which clusters stop merging (default: the "
              "model's, picked on dev by `train clusterer`).")] = None,
+    lemma_weight: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --method encoder: β, the cosine distance taken off a pair of mentions with the same head "
+             "lemma (0: the encoder alone; default: the model's, picked on dev by `train clusterer`).")] = None,
     k: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--k", help="With --method encoder --scope corpus: neighbours per mention in the kNN graph (default 50).")
                  ] = None,
@@ -50,7 +53,7 @@ def cluster_command(
 
     summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
                               topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
-                              batch_size=batch_size, device=device,
+                              batch_size=batch_size, device=device, lemma_weight=lemma_weight,
                               ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
     print_cluster_summary(summary, scope, console)
 

@@ -160,6 +160,8 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
 def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
     wrote = f"{summary.out}" + (f" and {summary.conll}" if summary.conll is not None else "")
     at = f" at τ {summary.threshold:g}" if summary.threshold is not None else ""
+    if summary.lemma_weight:
+        at += f", lemma weight β {summary.lemma_weight:g}"
     stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"
               if summary.stages else "")
     if summary.encoded is not None and summary.encoded < summary.mentions:

@@ -154,6 +154,9 @@ def train_clusterer_command(
              "0: topic negatives only).")] = 10,
     scope: Annotated[str, typer.Option(
         help="Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters).")] = "topic",
+    lemma_weights: Annotated[str, typer.Option(
+        help="Lemma weights β tried on dev with every τ, comma-separated (a shared head lemma takes β off a "
+             "pair's cosine distance when clustering); the best is saved with the model.")] = "0",
     seed: SeedOption = 13,
     max_steps: MaxStepsOption = None,
     device: TrainDeviceOption = "auto",

@@ -39,6 +39,7 @@ its own copies.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -85,17 +86,50 @@ def canonical_labels(labels: Any) -> np.ndarray:
     return order[inverse].astype(np.int64)
 
 
-def cluster_dense(vectors: Any, tau: float) -> np.ndarray:
-    """Cluster labels (0.., by first appearance) of average linkage on cosine distance over all pairs,
-    merging while the average distance of the closest two clusters is ≤ ``tau``."""
-    from scipy.cluster.hierarchy import fcluster, linkage
+def pair_distances(vectors: Any, labels: Sequence[str] | None = None, bonus: float = 0.0) -> np.ndarray:
+    """The condensed matrix (scipy's ``pdist`` order) of the rows' cosine distances, where a pair whose
+    ``labels`` are equal (a mention pair with the same head lemma) is ``bonus`` closer than the others.
 
+    scipy's linkage refuses negative distances, so rather than taking ``bonus`` off the equal pairs it is
+    added to all the others: every average is then ``bonus`` higher than with the bonus taken off (an
+    average of distances each raised by ``bonus``, less ``bonus`` for the equal pairs), the merges are the
+    same, and the tree is cut at τ + ``bonus`` (:func:`cut_tree`). A clip at 0 instead would tie every
+    close same-lemma pair, and average linkage would depend on the order of the ties. With no bonus
+    these are exactly the distances ``linkage(vectors, metric="cosine")`` computes."""
+    from scipy.spatial.distance import pdist
+
+    distances = pdist(normalised(vectors).astype(np.float64), metric="cosine")
+    if bonus and labels is not None:
+        codes = np.unique(np.asarray(labels, dtype=object), return_inverse=True)[1]
+        different = pdist(codes[:, None].astype(np.float64), metric="hamming") != 0
+        distances = distances + bonus * different
+    return distances
+
+
+def linkage_tree(vectors: Any, labels: Sequence[str] | None = None, bonus: float = 0.0) -> np.ndarray:
+    """scipy's average-linkage tree of the rows over :func:`pair_distances` (at least two rows); cut it
+    with :func:`cut_tree` and the same ``bonus``."""
+    from scipy.cluster.hierarchy import linkage
+
+    return linkage(pair_distances(vectors, labels, bonus), method="average")
+
+
+def cut_tree(tree: np.ndarray, tau: float, bonus: float = 0.0) -> np.ndarray:
+    """Cluster labels (0.., by first appearance) of ``tree`` cut at τ (at τ + ``bonus``, the tree's offset)."""
+    from scipy.cluster.hierarchy import fcluster
+
+    return canonical_labels(fcluster(tree, t=tau + bonus, criterion="distance"))
+
+
+def cluster_dense(vectors: Any, tau: float, labels: Sequence[str] | None = None, bonus: float = 0.0) -> np.ndarray:
+    """Cluster labels (0.., by first appearance) of average linkage on cosine distance over all pairs,
+    merging while the average distance of the closest two clusters is ≤ ``tau``; pairs with equal
+    ``labels`` are ``bonus`` closer (:func:`pair_distances`)."""
     _check_tau(tau)
-    matrix = normalised(vectors).astype(np.float64)
-    if len(matrix) < 2:
-        return np.zeros(len(matrix), dtype=np.int64)
-    tree = linkage(matrix, method="average", metric="cosine")
-    return canonical_labels(fcluster(tree, t=tau, criterion="distance"))
+    if len(np.asarray(vectors)) < 2:
+        return np.zeros(len(normalised(vectors)), dtype=np.int64)  # (normalised: a zero vector is refused)
+    bonus = bonus if labels is not None else 0.0
+    return cut_tree(linkage_tree(vectors, labels, bonus), tau, bonus)
 
 
 def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -138,9 +172,13 @@ def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return a, b, sims
 
 
-def cluster_knn(vectors: Any, tau: float, k: int = 50) -> np.ndarray:
+def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | None = None,
+                bonus: float = 0.0) -> np.ndarray:
     """Cluster labels (0.., by first appearance) of average linkage over the kNN graph (pairs that are
-    not edges count as cosine distance 1), merging while the closest average distance is ≤ ``tau``."""
+    not edges count as cosine distance 1), merging while the closest average distance is ≤ ``tau``.
+    An edge whose two ends have equal ``labels`` is ``bonus`` more similar (as in :func:`pair_distances`;
+    a pair that is not an edge gets no bonus, and identical vectors, merged into one node, take the
+    label of the first)."""
     _check_tau(tau)
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")
@@ -155,6 +193,10 @@ def cluster_knn(vectors: Any, tau: float, k: int = 50) -> np.ndarray:
     matrix, copy_of, weights = distinct_rows(matrix)
     n = len(matrix)
     a, b, sims = knn_edges(matrix, k)
+    if bonus and labels is not None:
+        codes = np.unique(np.asarray(labels, dtype=object), return_inverse=True)[1]
+        node_codes = codes[np.unique(copy_of, return_index=True)[1]]  # the label of each node's first row
+        sims = sims + bonus * (node_codes[a] == node_codes[b])
     labels = np.arange(n, dtype=np.int64)
     if n >= 2:
         _cluster_graph(a, b, sims, tau, weights, labels)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from corefsearch.cluster.agglomerative import canonical_labels, cluster_dense, cluster_knn, normalised
+from corefsearch.cluster.agglomerative import cluster_dense, cluster_knn, cut_tree, linkage_tree
 from corefsearch.cluster.inputs import MentionRecord, mention_records
 from corefsearch.errors import InputError
 from corefsearch.schema import safe_id
@@ -45,36 +45,50 @@ def _blocks(mention_ids: Sequence[str], groups: Mapping[str, str], types: Mappin
 
 
 def cluster_vectors(mention_ids: Sequence[str], vectors: Any, groups: Mapping[str, str], types: Mapping[str, str],
-                    tau: float, scope: str, k: int = DEFAULT_K) -> dict[str, str]:
+                    tau: float, scope: str, k: int = DEFAULT_K, lemmas: Mapping[str, str] | None = None,
+                    lemma_weight: float = 0.0) -> dict[str, str]:
     """``{mention_id: cluster_id}`` of the mentions (row i of ``vectors`` is ``mention_ids[i]``), clustered
     within each (group, type): over the kNN graph with ``k`` neighbours for ``scope`` corpus, else over all
-    pairs. Clusters are named ``GROUP/TYPE/N``."""
+    pairs; two mentions with the same head lemma (``lemmas``) are ``lemma_weight`` closer. Clusters are
+    named ``GROUP/TYPE/N``."""
     matrix = np.asarray(vectors)
     if len(matrix) != len(mention_ids):
         raise ValueError(f"{len(mention_ids)} mention ids for {len(matrix)} vectors")
     assignment: dict[str, str] = {}
     for (group, mention_type), rows in _blocks(mention_ids, groups, types).items():
         block = matrix if len(rows) == len(matrix) else matrix[rows]  # one block: no copy
-        labels = cluster_knn(block, tau, k) if scope == "corpus" else cluster_dense(block, tau)
-        for row, label in zip(rows.tolist(), labels.tolist(), strict=True):
+        labels = _lemma_labels(mention_ids, rows, lemmas, lemma_weight)
+        if scope == "corpus":
+            found = cluster_knn(block, tau, k, labels, lemma_weight)
+        else:
+            found = cluster_dense(block, tau, labels, lemma_weight)
+        for row, label in zip(rows.tolist(), found.tolist(), strict=True):
             assignment[mention_ids[row]] = safe_id(f"{group}/{mention_type}/{label}")
     return assignment
 
 
+def _lemma_labels(mention_ids: Sequence[str], rows: np.ndarray, lemmas: Mapping[str, str] | None,
+                  lemma_weight: float) -> list[str] | None:
+    if not lemma_weight:
+        return None
+    if lemmas is None:
+        raise ValueError("a lemma weight needs the mentions' head lemmas")
+    return [lemmas[mention_ids[row]] for row in rows.tolist()]
+
+
 def threshold_sweep(mention_ids: Sequence[str], vectors: Any, groups: Mapping[str, str], types: Mapping[str, str],
-                    taus: Sequence[float]) -> dict[float, dict[str, str]]:
+                    taus: Sequence[float], lemmas: Mapping[str, str] | None = None,
+                    lemma_weight: float = 0.0) -> dict[float, dict[str, str]]:
     """``{τ: assignment}``: all-pairs average linkage within each (group, type) cut at every τ of ``taus``
     (the same partitions as :func:`cluster_vectors` with a topic scope; the tree is built once per group)."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-
     matrix = np.asarray(vectors)
     result: dict[float, dict[str, str]] = {tau: {} for tau in taus}
     for (group, mention_type), rows in _blocks(mention_ids, groups, types).items():
         if len(rows) < 2:
             cuts = {tau: np.zeros(len(rows), dtype=np.int64) for tau in taus}
         else:
-            tree = linkage(normalised(matrix[rows]).astype(np.float64), method="average", metric="cosine")
-            cuts = {tau: canonical_labels(fcluster(tree, t=tau, criterion="distance")) for tau in taus}
+            tree = linkage_tree(matrix[rows], _lemma_labels(mention_ids, rows, lemmas, lemma_weight), lemma_weight)
+            cuts = {tau: cut_tree(tree, tau, lemma_weight) for tau in taus}
         for tau, labels in cuts.items():
             for row, label in zip(rows.tolist(), labels.tolist(), strict=True):
                 result[tau][mention_ids[row]] = safe_id(f"{group}/{mention_type}/{label}")

@@ -52,6 +52,8 @@ class ClustererConfig:
     start_marker: str = ENTITY_START
     end_marker: str = ENTITY_END
     threshold: float | None = None  # τ, the cosine distance where clustering stops; set by training on dev
+    # β: two mentions with the same head lemma are β closer (cosine distance) when clustered; set on dev
+    lemma_weight: float = 0.0
 
     def validate(self) -> None:
         for name, value, least in (("max_length", self.max_length, 8), ("mlp_hidden", self.mlp_hidden, 1),
@@ -67,6 +69,14 @@ class ClustererConfig:
                                            not isinstance(self.threshold, (int, float)) or
                                            not 0 <= self.threshold <= 2):
             raise InputError(f"threshold (a cosine distance) must be between 0 and 2, got {self.threshold}")
+        check_lemma_weight(self.lemma_weight, "lemma_weight")
+
+
+def check_lemma_weight(weight: float, option: str = "--lemma-weight") -> None:
+    """β, the cosine distance a shared head lemma takes off a mention pair: a number in [0, 2]."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 2:
+        raise InputError(f"{option} (the cosine distance a shared head lemma takes off a pair) must be between 0 "
+                         f"and 2, got {weight}")
 
 
 def add_entity_markers(tokenizer: Any, model: Any) -> tuple[int, int]:

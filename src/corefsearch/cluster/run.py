@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from corefsearch.cluster.baselines import METHODS, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
-from corefsearch.cluster.mentions import ClusterMention, read_split_mentions
+from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
 from corefsearch.errors import InputError
@@ -32,6 +32,7 @@ class ClusterSummary:
     groups: int
     seconds: float
     threshold: float | None = None  # τ of --method encoder
+    lemma_weight: float | None = None  # β of --method encoder (0: the encoder alone)
     stages: dict[str, float] | None = None  # --method encoder: seconds of "encode" and "cluster"
     encoded: int | None = None  # --method encoder: distinct encoder inputs (copies of a mention are encoded once)
 
@@ -63,20 +64,23 @@ def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
 def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str = "test", scope: str = "topic",
                     conll: Path | None = None, topic_threshold: float | None = None, model: Path | None = None,
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                    device: str = "auto", encoding: MentionEncoding | None = None) -> ClusterSummary:
+                    device: str = "auto", encoding: MentionEncoding | None = None,
+                    lemma_weight: float | None = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``.
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
-    (``threshold``, default the model's), ``k`` neighbours of the corpus scope's kNN graph (default 50),
+    (``threshold``, default the model's), the lemma weight β (``lemma_weight``, default the model's: two
+    mentions with the same head lemma are β closer), ``k`` neighbours of the corpus scope's kNN graph (default 50),
     the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``encoding``: where the mentions are
     encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors."""
     started = time.perf_counter()
     if method not in ALL_METHODS:
         raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
     if method != "encoder":
-        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k))
-                 if value is not None] + ([encoding.option] if encoding is not None else [])
+        given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
+                                          ("--lemma-weight", lemma_weight)) if value is not None]
+        given += [encoding.option] if encoding is not None else []
         if given:
             raise InputError(f"{', '.join(given)}: only with --method encoder (the trained mention encoder), "
                              f"not with --method {method}")
@@ -91,6 +95,10 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                              "every pair within a group, leave --k out")
         if batch_size < 1:
             raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        if lemma_weight is not None:
+            from corefsearch.cluster.model import check_lemma_weight
+
+            check_lemma_weight(lemma_weight)
         from corefsearch.models import check_device
 
         check_device(device)
@@ -107,15 +115,16 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     # methods and scopes fails at once; the singleton partition itself is the same in every scope.
     groups = mention_groups(found.mentions, scope, dataset, topic_cut)
     tau: float | None = None
+    beta: float | None = None
     stages: dict[str, float] | None = None
     encoded: int | None = None
     if method == "singletons":
         assignment = singletons(found.mentions)
     elif method == "encoder":
         stages = {}
-        assignment, tau, encoded = _encoder_assignment(Path(dataset), split, found.mentions, groups, scope,
-                                                       Path(model), threshold, DEFAULT_K if k is None else k,
-                                                       batch_size, device, stages, encoding)
+        assignment, tau, beta, encoded = _encoder_assignment(
+            Path(dataset), split, found, groups, scope, Path(model), threshold, lemma_weight,
+            DEFAULT_K if k is None else k, batch_size, device, stages, encoding)
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
     write_clusters(out, assignment)
@@ -123,16 +132,17 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         write_conll(conll, assignment)
     return ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
                           len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started,
-                          tau, stages, encoded)
+                          tau, beta, stages, encoded)
 
 
-def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention], groups: dict[str, str],
-                        scope: str, model: Path, threshold: float | None, k: int, batch_size: int,
-                        device: str, stages: dict[str, float], encoding: MentionEncoding | None = None
-                        ) -> tuple[dict[str, str], float, int]:
+def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups: dict[str, str],
+                        scope: str, model: Path, threshold: float | None, lemma_weight: float | None, k: int,
+                        batch_size: int, device: str, stages: dict[str, float],
+                        encoding: MentionEncoding | None = None) -> tuple[dict[str, str], float, float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
-    for ``scope`` corpus, over the kNN graph of ``k`` neighbours; the assignment, the τ used and the
-    number of distinct inputs encoded. The seconds of the two steps go into ``stages``."""
+    for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
+    distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
+    the steps go into ``stages``."""
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
     from corefsearch.models import resolve_device
@@ -143,6 +153,8 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
     if tau is None:
         raise InputError(f"{model}: the mention encoder records no threshold (it was trained without a dev split); "
                          "give --threshold τ (a cosine distance, e.g. 0.5)")
+    beta = encoder.config.lemma_weight if lemma_weight is None else lemma_weight
+    mentions = found.mentions
     records = split_records(dataset, split)
     ids = [r.mention_id for r in records]
     if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
@@ -154,7 +166,12 @@ def _encoder_assignment(dataset: Path, split: str, mentions: list[ClusterMention
         vectors = encoder.encode(records, batch_size=batch_size, progress=True)
     stages["encode"] = time.perf_counter() - started
     types = {m.mention_id: m.type for m in mentions}
+    lemmas = None
+    if beta:
+        started = time.perf_counter()
+        lemmas = mention_head_lemmas(mentions, found.passage_texts)
+        stages["lemmas"] = time.perf_counter() - started
     started = time.perf_counter()
-    assignment = cluster_vectors(ids, vectors, groups, types, float(tau), scope, k)
+    assignment = cluster_vectors(ids, vectors, groups, types, float(tau), scope, k, lemmas, float(beta))
     stages["cluster"] = time.perf_counter() - started
-    return assignment, float(tau), int(encoder.last_unique_inputs or 0)
+    return assignment, float(tau), float(beta), int(encoder.last_unique_inputs or 0)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,8 @@ class ClustererTrainingArguments(TrainingArguments):
     max_positives_per_cluster: int = 200
     hard_negatives_k: int = 10  # nearest neighbours (by the untrained encoder) searched for hard negatives; 0: none
     scope: str = "topic"  # dev clustering: within gold topics or predicted topics
+    # β values tried on dev with every τ (comma-separated): a shared head lemma takes β off a pair's distance
+    lemma_weights: str = "0"
     mlp_hidden: int = 1024
     mlp_out: int = 1024
     max_length: int = 128
@@ -85,7 +87,7 @@ class ClustererTrainingArguments(TrainingArguments):
     run_only = (*TrainingArguments.run_only, "encode_batch_size")
     options_order = ("base_model", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup", "margin",
                      "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k", "scope",
-                     "mlp_hidden", "mlp_out", "max_length", "seed", "max_steps")
+                     "lemma_weights", "mlp_hidden", "mlp_out", "max_length", "seed", "max_steps")
 
     def validate(self) -> None:
         super().validate()
@@ -96,7 +98,22 @@ class ClustererTrainingArguments(TrainingArguments):
             raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
         positive({"--margin": self.margin})
         one_of("--scope", self.scope, TRAIN_SCOPES, " (the dev clustering that picks the epoch and τ)")
+        self.lemma_weight_grid()
         self.clusterer_config().validate()
+
+    def lemma_weight_grid(self) -> list[float]:
+        """The β values of ``--lemma-weights``, checked (each in [0, 2], none twice)."""
+        from corefsearch.cluster.model import check_lemma_weight
+
+        try:
+            weights = [float(part) for part in str(self.lemma_weights).split(",")]
+        except ValueError:
+            raise InputError(f"--lemma-weights takes comma-separated numbers, got {self.lemma_weights!r}") from None
+        for weight in weights:
+            check_lemma_weight(weight, "--lemma-weights")
+        if len(set(weights)) != len(weights):
+            raise InputError(f"--lemma-weights names a value twice: {self.lemma_weights!r}")
+        return weights
 
     def learning_rates(self) -> dict[str, float]:
         return {"--lr": self.lr, "--head-lr": self.head_lr}
@@ -122,6 +139,7 @@ class DevSet:
     key: dict[str, str]
     groups: dict[str, str]
     types: dict[str, str]
+    lemmas: dict[str, str] | None = None  # head lemmas, when a lemma weight above 0 is tried
 
 
 def read_train(dataset_dir: Path) -> list[MentionRecord]:
@@ -139,8 +157,9 @@ def read_train(dataset_dir: Path) -> list[MentionRecord]:
     return records
 
 
-def read_dev(dataset_dir: Path, scope: str, log: Log) -> DevSet | None:
-    """The dev split's mentions and groups, or None (with a log line) when the dataset has no dev clusters."""
+def read_dev(dataset_dir: Path, scope: str, log: Log, lemmas: bool = False) -> DevSet | None:
+    """The dev split's mentions and groups (and with ``lemmas``, their head lemmas), or None (with a log
+    line) when the dataset has no dev clusters."""
     from corefsearch.cluster.encoder import split_records
     from corefsearch.cluster.mentions import read_split_mentions, split_mention_ids
     from corefsearch.cluster.topics import mention_groups
@@ -154,8 +173,13 @@ def read_dev(dataset_dir: Path, scope: str, log: Log) -> DevSet | None:
     found = read_split_mentions(dataset_dir, "dev")
     records = split_records(dataset_dir, "dev")
     groups = mention_groups(found.mentions, scope, dataset_dir)
+    head_lemmas = None
+    if lemmas:
+        from corefsearch.cluster.baselines import mention_head_lemmas
+
+        head_lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
     return DevSet(records, {r.mention_id: r.cluster_id for r in records}, groups,
-                  {m.mention_id: m.type for m in found.mentions})
+                  {m.mention_id: m.type for m in found.mentions}, head_lemmas)
 
 
 def nearest_neighbours(vectors: np.ndarray, ids: list[str], k: int) -> dict[str, list[str]]:
@@ -172,20 +196,24 @@ def nearest_neighbours(vectors: np.ndarray, ids: list[str], k: int) -> dict[str,
     return {ids[row]: [ids[j] for j in hits if j >= 0 and j != row][:k] for row, hits in enumerate(found.tolist())}
 
 
-def dev_scores(encoder: MentionEncoder, dev: DevSet, batch_size: int) -> dict[str, float]:
-    """``{"CoNLL F1": best, "threshold": τ}`` over the τ grid (the smallest τ among equal F1s)."""
+def dev_scores(encoder: MentionEncoder, dev: DevSet, batch_size: int,
+               lemma_weights: Sequence[float] = (0.0,)) -> dict[str, float]:
+    """``{"CoNLL F1": best, "threshold": τ, "lemma_weight": β}`` over the τ grid × ``lemma_weights`` (among
+    equal F1s the smallest β, then the smallest τ)."""
     from corefsearch.cluster.encoder import threshold_grid, threshold_sweep
     from corefsearch.evaluate.coref import score_partitions
 
     vectors = encoder.encode(dev.records, batch_size=batch_size)
     ids = [r.mention_id for r in dev.records]
-    best: tuple[float, float] | None = None
-    for tau, response in threshold_sweep(ids, vectors, dev.groups, dev.types, threshold_grid()).items():
-        f1 = score_partitions(dev.key, response, "keep").conll_f1
-        if best is None or f1 > best[0]:
-            best = (f1, tau)
+    best: tuple[float, float, float] | None = None
+    for weight in sorted(lemma_weights):
+        sweep = threshold_sweep(ids, vectors, dev.groups, dev.types, threshold_grid(), dev.lemmas, weight)
+        for tau, response in sweep.items():
+            f1 = score_partitions(dev.key, response, "keep").conll_f1
+            if best is None or f1 > best[0]:
+                best = (f1, tau, weight)
     assert best is not None
-    return {SELECTION_METRIC: round(best[0], 6), "threshold": best[1]}
+    return {SELECTION_METRIC: round(best[0], 6), "threshold": best[1], "lemma_weight": best[2]}
 
 
 def _training_outputs(a: dict[str, Any]) -> list[Output]:
@@ -202,7 +230,7 @@ def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArgumen
     args = args or ClustererTrainingArguments()
     run, dataset = start_run(args, out, overwrite=overwrite, log=log, open_inputs=lambda: Dataset(dataset_dir))
     train = read_train(dataset.root)
-    dev = read_dev(dataset.root, args.scope, run.log)
+    dev = read_dev(dataset.root, args.scope, run.log, lemmas=any(args.lemma_weight_grid()))
     run.claim(dataset, {"clusters_sha256": dataset.manifest.get("checksums", {}).get("clusters.jsonl")
                         or "sha256:" + sha256_file(dataset.root / "clusters.jsonl")})
 
@@ -231,6 +259,12 @@ def best_threshold(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> f
     """τ of the kept epoch's dev entry (None without dev scores)."""
     entry = next((e for e in dev_curve if e["epoch"] == best_epoch), None)
     return None if entry is None or entry.get("threshold") is None else float(entry["threshold"])
+
+
+def best_lemma_weight(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> float:
+    """β of the kept epoch's dev entry (0 without dev scores)."""
+    entry = next((e for e in dev_curve if e["epoch"] == best_epoch), None)
+    return 0.0 if entry is None else float(entry.get("lemma_weight") or 0.0)
 
 
 class ClustererTask(TrainingTask):
@@ -274,12 +308,13 @@ class ClustererTask(TrainingTask):
     def baseline(self) -> dict[str, Any] | None:
         scores = self.dev_metrics()
         self.log(f"Untrained encoder: dev {SELECTION_METRIC} {scores[SELECTION_METRIC]:.4f} at τ "
-                 f"{scores['threshold']:g}.")
+                 f"{scores['threshold']:g}" + (f", lemma weight β {scores['lemma_weight']:g}."
+                                                if len(self.args.lemma_weight_grid()) > 1 else "."))
         return {**scores, "note": "untrained"}
 
     def dev_metrics(self) -> dict[str, float]:
         assert self.dev is not None
-        return dev_scores(self.encoder, self.dev, self.args.encode_batch_size)
+        return dev_scores(self.encoder, self.dev, self.args.encode_batch_size, self.args.lemma_weight_grid())
 
     def weights(self) -> dict[str, Any]:
         return {"weights": {"model": {k: v.detach().cpu() for k, v in self.encoder.model.state_dict().items()},
@@ -292,6 +327,7 @@ class ClustererTask(TrainingTask):
     def save(self, folder: Path, result: LoopResult) -> None:
         self.saved_threshold = best_threshold(result.dev_curve, result.best_epoch) if self.has_dev else None
         self.encoder.config.threshold = self.saved_threshold
+        self.encoder.config.lemma_weight = best_lemma_weight(result.dev_curve, result.best_epoch)
         record = self.run.finished_record(
             counts={"train_mentions": len(self.records), "train_pairs": len(self.pairs),
                     "positive_pairs": sum(p.label for p in self.pairs),
@@ -299,6 +335,7 @@ class ClustererTask(TrainingTask):
                     "dev_mentions": len(self.dev.records) if self.dev else 0,
                     "steps_per_epoch": result.steps_per_epoch, "total_steps": result.total_steps},
             best_epoch=result.best_epoch, threshold=self.saved_threshold,
+            lemma_weight=self.encoder.config.lemma_weight,
             selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.encoder.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
