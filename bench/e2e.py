@@ -516,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for backend in BACKENDS:
                 for path in root.glob(f"rerank-{key}-{backend}-test-*"):
                     path.unlink()
-        base = retriever / "query_encoder" if READERS[key][3] == "retriever" else None
+        base = retriever if READERS[key][3] == "retriever" else None  # a retriever folder: its query encoder
         jobs.append(Job(name, train_command(dataset, training_run, folder, options, args.threads, base),
                         args.threads))
     for key in onnx_readers:

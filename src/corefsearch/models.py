@@ -227,6 +227,7 @@ class EncoderWithHead:
 # --- what a model folder is -------------------------------------------------------------------------
 
 RETRIEVER_CONFIG = "corefsearch_retriever.json"
+RETRIEVER_QUERY_ENCODER = "query_encoder"  # a retriever folder's query encoder (a Hugging Face folder)
 READER_CONFIG = "corefsearch_reader.json"
 CLUSTERER_CONFIG = "corefsearch_clusterer.json"
 # The settings file that marks each kind of folder `corefsearch train KIND` writes.
@@ -242,3 +243,17 @@ def model_kind(reference: str | Path | None) -> str | None:
         return None
     folder = Path(str(reference)).expanduser()
     return next((kind for kind, name in MODEL_KIND_FILES.items() if (folder / name).is_file()), None)
+
+
+def base_encoder(reference: str | None, option: str = "--base-model") -> str | None:
+    """The Hugging Face encoder a new model (a reader, a mention encoder) starts from: a corefsearch
+    retriever folder gives its query encoder, which already knows the mention markers (the same
+    tokens every corefsearch model uses) and what makes two mentions corefer; any other reference as
+    given (a reader or clusterer folder is itself a Hugging Face folder)."""
+    if model_kind(reference) != "retriever":
+        return reference
+    folder = Path(str(reference)).expanduser() / RETRIEVER_QUERY_ENCODER
+    if not (folder / "config.json").is_file():
+        raise MissingArtefactError(f"{option} {reference}: a retriever folder without its query encoder "
+                                   f"({folder}); copy the retriever folder again, or train it again")
+    return str(folder)

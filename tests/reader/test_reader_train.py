@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
+from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run
 from corefsearch.models import READER_CONFIG
@@ -288,3 +288,34 @@ def test_a_bad_recorded_fusion_is_refused_naming_the_file(recipe_reader: tuple[P
     bad = _with_fusion(recipe_reader[0], tmp_path, "borda")
     with pytest.raises(InputError, match=r"corefsearch_reader\.json.*fusion must be one of reader, rrf"):
         CrossEncoderReader.load(bad)
+
+
+def test_a_reader_started_from_a_retriever_folder_gets_its_query_encoder_and_marker_tokens(
+        tiny_base: Path, tmp_path: Path) -> None:
+    import torch
+
+    from corefsearch.cluster.model import MentionEncoder
+    from corefsearch.dense.model import BiEncoder, RetrieverConfig
+    from corefsearch.models import MENTION_END, MENTION_START
+
+    torch.manual_seed(3)
+    retriever = BiEncoder.from_base(str(tiny_base), RetrieverConfig(pooling="mean", max_query_len=24,
+                                                                    max_passage_len=32))
+    with torch.no_grad():  # a query encoder unlike the base: its weights must be the ones the reader gets
+        for parameter in retriever.query_encoder.model.parameters():
+            parameter.add_(0.01)
+    folder = tmp_path / "retriever"
+    retriever.save(folder)
+    reader = tiny_reader(folder, "integrated")
+    query_tokenizer = retriever.query_encoder.tokenizer
+    assert reader.marker_ids == tuple(query_tokenizer.convert_tokens_to_ids([MENTION_START, MENTION_END]))
+    assert len(reader.tokenizer) == len(query_tokenizer)  # the markers were there: no new rows
+    expected = retriever.query_encoder.model.state_dict()
+    got = reader.model.state_dict()
+    assert set(got) == set(expected) and all(torch.equal(got[name], expected[name]) for name in expected)
+    assert reader.config.base_model == str(folder / "query_encoder")
+    # the mention encoder starts from it the same way
+    assert MentionEncoder.from_base(str(folder)).config.base_model == str(folder / "query_encoder")
+    (folder / "query_encoder" / "config.json").unlink()
+    with pytest.raises(MissingArtefactError, match="a retriever folder without its query encoder"):
+        tiny_reader(folder, "integrated")

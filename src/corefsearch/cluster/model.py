@@ -31,7 +31,14 @@ from corefsearch.cluster.inputs import (
     encoder_input,
 )
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import CLUSTERER_CONFIG, DEFAULT_MODEL, EncoderWithHead, load_offline, resolve_model
+from corefsearch.models import (
+    CLUSTERER_CONFIG,
+    DEFAULT_MODEL,
+    EncoderWithHead,
+    base_encoder,
+    load_offline,
+    resolve_model,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -159,6 +166,7 @@ class MentionEncoder(EncoderWithHead):
         from transformers import AutoModel, AutoTokenizer
 
         config = config or ClustererConfig()
+        name_or_path = base_encoder(name_or_path)  # a retriever folder: its query encoder
         reference = resolve_model(name_or_path)
         if name_or_path not in (None, "", "default"):
             config.base_model = reference

@@ -21,9 +21,9 @@ from typing import Any
 
 from corefsearch.dense.encoder import EncoderConfig, TextEncoder
 from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import RETRIEVER_CONFIG, model_kind, resolve_model
+from corefsearch.models import RETRIEVER_CONFIG, RETRIEVER_QUERY_ENCODER, model_kind, resolve_model
 
-QUERY_ENCODER = "query_encoder"
+QUERY_ENCODER = RETRIEVER_QUERY_ENCODER
 PASSAGE_ENCODER = "passage_encoder"
 
 

@@ -28,6 +28,7 @@ from corefsearch.models import (
     READER_CONFIG,
     EncoderWithHead,
     add_marker_tokens,
+    base_encoder,
     load_offline,
     model_kind,
     resolve_model,
@@ -132,6 +133,7 @@ class CrossEncoderReader(EncoderWithHead):
         """A new reader on a Hugging Face encoder (default: the bundled all-MiniLM-L6-v2)."""
         from transformers import AutoModel, AutoTokenizer
 
+        name_or_path = base_encoder(name_or_path)  # a retriever folder: its query encoder
         reference = resolve_model(name_or_path)
         if name_or_path not in (None, "", "default"):
             config.base_model = reference
