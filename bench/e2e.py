@@ -4,7 +4,8 @@ ECB+ events, collection = all 43 topics (15,812 passages), every test query (1,5
 ``--test-queries N`` asks for a seeded sample. The retriever is the best of bench/dense.py: BM25
 (mention + named entities, RM3) fused by RRF with the dense retriever trained with mention
 markers; it retrieves the top 500 for the train, dev and test queries. The readers of
-``--readers`` (default: the integrated and the DPR head, with markers) are trained by
+``--readers`` (default: the integrated head with markers started from the trained retriever's query
+encoder, the recipe the README gives, and the same from the bundled base for comparison) are trained by
 ``corefsearch train reader`` on its run of the train queries (all unless ``--train-queries N``),
 searched as at inference (same retriever, k 500), with the positive and the negatives drawn from
 its top 50 (``--negatives-from 50``, the depth they re-rank), the recipe options passed through;
@@ -409,9 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="working folder of bench/dense.py (default: OUT_DIR/dense; what is missing is made)")
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="working folder (default: a new temporary one); what is there is reused")
-    parser.add_argument("--readers", type=reader_keys, default=reader_keys("integrated-markers,dpr-markers"),
+    parser.add_argument("--readers", type=reader_keys,
+                        default=reader_keys("integrated-markers-from-retriever,integrated-markers"),
                         help=f"readers to train and report, comma-separated among {', '.join(READERS)} "
-                             "(default: integrated-markers,dpr-markers)")
+                             "(default: integrated-markers-from-retriever,integrated-markers)")
     parser.add_argument("--onnx-readers", type=reader_keys, default=reader_keys("integrated-markers"),
                         help="readers (among --readers) also timed with ONNX fp32 and int8 (default: "
                              "integrated-markers; none: torch only)")
