@@ -249,3 +249,57 @@ def test_cli_trains_and_prints_the_dev_curve(tiny_base: Path, tiny_dataset: Path
     assert not BiEncoder.load(out).config.markers
     again = runner.invoke(app, ["train", "retriever", str(tiny_dataset), "--out", str(out)])
     assert again.exit_code == 1 and "--overwrite" in again.output and "Traceback" not in again.output
+
+
+def test_re_mined_negatives_change_only_when_the_encoder_changes(tiny_base: Path, tiny_dataset: Path) -> None:
+    import torch
+
+    from corefsearch.datasets.dataset import Dataset
+    from corefsearch.dense.examples import read_relevant
+    from corefsearch.dense.train import mine_dense_negatives
+
+    dataset = Dataset(tiny_dataset)
+    queries = dataset.queries("train")
+    relevant = read_relevant(dataset.qrels_path("train"))
+    passages = [p for p in dataset.passages() if p.split in ("train", None)]
+    ids, titles, texts = [p.id for p in passages], [p.title for p in passages], [p.text for p in passages]
+    torch.manual_seed(0)
+    model = BiEncoder.from_base(str(tiny_base), RetrieverConfig(pooling="mean", max_query_len=24,
+                                                                max_passage_len=32))
+
+    def mine() -> dict[str, list[str]]:
+        return mine_dense_negatives(model, queries, relevant, ids, titles, texts, 3, 24, 32)
+
+    first = mine()
+    assert first == mine()  # the same weights, the same candidates
+    for query in queries:
+        assert len(first[query.id]) == 3 and query.passage_id not in first[query.id]
+        assert not set(first[query.id]) & set(relevant[query.id])
+    with torch.no_grad():
+        for parameter in model.query_encoder.model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.5)
+    assert mine() != first
+
+
+def test_refreshed_negatives_are_kept_so_a_resumed_run_ends_with_the_uninterrupted_model(
+        tiny_base: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import corefsearch.dense.train as train
+
+    args = retriever_args(tiny_base, epochs=3, hard_negatives=3, refresh_negatives=True)
+    messages: list[str] = []
+    whole = train_retriever(tiny_dataset, tmp_path / "whole", args, log=messages.append)
+    assert [m.split(":")[0] for m in messages if "re-mining" in m] == ["Epoch 2", "Epoch 3"]
+    out = tmp_path / "resumed"
+    monkeypatch.setattr(train, "in_batch_nll", Interrupt(train.in_batch_nll, 9))  # inside epoch 2 (6 steps each)
+    with pytest.raises(KeyboardInterrupt):
+        train_retriever(tiny_dataset, out, args, log=lambda _: None)
+    monkeypatch.undo()
+    assert (work_dir_for(out) / "hard_negatives_epoch2.json").exists()
+    summary = train_retriever(tiny_dataset, out, args, log=lambda _: None)
+    assert summary.resumed_from_step == 8 and summary.total_steps == whole.total_steps == 18
+    assert_same_model(out, tmp_path / "whole")
+    record = json.loads((out / "training_args.json").read_text())
+    assert record["options"]["refresh_negatives"] is True
+    with pytest.raises(InputError, match="--refresh-negatives re-mines the hard negatives"):
+        train_retriever(tiny_dataset, tmp_path / "x", retriever_args(tiny_base, hard_negatives=0,
+                                                                      refresh_negatives=True))

@@ -59,6 +59,9 @@ def train_retriever_command(
     max_passage_len: Annotated[int, typer.Option(help="Passage length in tokens.")] = 180,
     hard_negatives: Annotated[int, typer.Option(
         help="Draw one hard negative per example from the BM25 top N not relevant (0: none).")] = 20,
+    refresh_negatives: Annotated[bool, typer.Option(
+        "--refresh-negatives", help="Before each epoch after the first, re-mine the hard negatives with the "
+                                    "retriever being trained: its top N of the training passages (ANCE).")] = False,
     positives_per_query: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="At most N positives per query per epoch, sampled (default: all).")] = None,
     seed: SeedOption = 13,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,18 +94,22 @@ class RetrieverTrainingArguments(TrainingArguments):
     max_query_len: int = 64
     max_passage_len: int = 180
     hard_negatives: int = 20
+    # ANCE: before each epoch after the first, the hard negatives are re-mined by the retriever being trained
+    refresh_negatives: bool = False
     positives_per_query: int | None = None  # None: every relevant passage (the paper)
     dev_max_queries: int | None = 500  # None: every dev query
 
     kind = "retriever"
     options_order = ("base_model", "shared_encoder", "markers", "pooling", "epochs", "batch_size", "lr",
                      "weight_decay", "warmup", "max_query_len", "max_passage_len", "hard_negatives",
-                     "positives_per_query", "seed", "max_steps", "dev_max_queries")
+                     "refresh_negatives", "positives_per_query", "seed", "max_steps", "dev_max_queries")
 
     def validate(self) -> None:
         super().validate()
         at_least_one({"--positives-per-query": self.positives_per_query, "--dev-max-queries": self.dev_max_queries})
         not_negative({"--hard-negatives": self.hard_negatives})
+        if self.refresh_negatives and self.hard_negatives == 0:
+            raise InputError("--refresh-negatives re-mines the hard negatives: give --hard-negatives N (N ≥ 1)")
         self.retriever_config().validate()  # --pooling, --max-query-len, --max-passage-len
 
     def retriever_config(self) -> RetrieverConfig:
@@ -171,7 +175,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     mined = _hard_negative_candidates(run.work, train_queries, relevant, args, index, log)
     dev_queries, dev_relevant = _dev_queries(dataset, args)
     needed = {pid for pids in relevant.values() for pid in pids} | {pid for pids in mined.values() for pid in pids}
-    store, splits, dev = _read_passages(dataset, needed, dev_queries, dev_relevant)
+    store, splits, dev = _read_passages(dataset, needed, dev_queries, dev_relevant, args.refresh_negatives)
     # Hard negatives come from the training collection only (the index may also hold dev and test).
     hard_negatives = {qid: [pid for pid in pids if splits.get(pid, "") in ("train", None)][:args.hard_negatives]
                       for qid, pids in mined.items()}
@@ -186,7 +190,7 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     # --- model, then the loop ------------------------------------------------------------------------
     model = BiEncoder.from_base(args.base_model, args.retriever_config(), run.device)
     task = RetrieverTask(model=model, args=args, train_queries=train_queries, relevant=relevant,
-                         hard_negatives=hard_negatives, store=store, dev=dev,
+                         hard_negatives=hard_negatives, store=store, splits=splits, dev=dev,
                          steps_per_epoch=math.ceil(n_examples / args.batch_size), run=run)
     result = run.train(task, on_step)
     return run.summary(result, RetrieverExtras(train_queries=len(train_queries), examples_per_epoch=n_examples))
@@ -200,9 +204,11 @@ class RetrieverTask(TrainingTask):
 
     def __init__(self, *, model: BiEncoder, args: RetrieverTrainingArguments, train_queries: list[Query],
                  relevant: dict[str, list[str]], hard_negatives: dict[str, list[str]],
-                 store: dict[str, StoredPassage], dev: DevSet | None, steps_per_epoch: int, run: Run) -> None:
+                 store: dict[str, StoredPassage], splits: dict[str, str | None], dev: DevSet | None,
+                 steps_per_epoch: int, run: Run) -> None:
         self.model, self.args, self.train_queries, self.relevant = model, args, train_queries, relevant
         self.hard_negatives, self.store, self.dev, self.run, self.log = hard_negatives, store, dev, run, run.log
+        self.splits = splits
         self.clusters = {pid: passage.clusters for pid, passage in store.items()}
         self.encoders = _unique_encoders(model)
         self.steps_per_epoch = steps_per_epoch
@@ -215,9 +221,30 @@ class RetrieverTask(TrainingTask):
         return [(e.model, self.args.lr) for e in self.encoders]
 
     def epoch_batches(self, epoch: int) -> list[list[TrainingExample]]:
-        examples = epoch_examples(self.train_queries, self.relevant, self.hard_negatives,
+        negatives = self.refreshed_negatives(epoch) if self.args.refresh_negatives and epoch > 1 else None
+        examples = epoch_examples(self.train_queries, self.relevant, negatives or self.hard_negatives,
                                   self.args.positives_per_query, self.args.seed, epoch)
         return batches(examples, self.args.batch_size)
+
+    def refreshed_negatives(self, epoch: int) -> dict[str, list[str]]:
+        """The hard negatives of ``epoch`` re-mined by the model as it is at the epoch's start (ANCE), kept in
+        the work folder: a run resumed inside the epoch reads them back rather than mining with the weights
+        of the checkpoint."""
+        name = f"hard_negatives_epoch{epoch}.json"
+        saved = self.run.work.read_json(name)
+        if isinstance(saved, dict):
+            return saved
+        collection = [pid for pid, split in self.splits.items() if split in ("train", None)]
+        self.log(f"Epoch {epoch}: re-mining the hard negatives with the model being trained "
+                 f"({len(self.train_queries):,} queries over {len(collection):,} passages).")
+        mined = mine_dense_negatives(self.model, self.train_queries, self.relevant, collection,
+                                     [self.store[pid].title for pid in collection],
+                                     [self.store[pid].text for pid in collection], self.args.hard_negatives,
+                                     self.args.max_query_len, self.args.max_passage_len, EVAL_BATCH_SIZE)
+        for encoder in self.encoders:
+            encoder.model.train()  # encoding switched them to eval mode
+        self.run.work.write_json(name, mined)
+        return mined
 
     def loss(self, batch: Sequence[TrainingExample]) -> torch.Tensor:
         return _batch_loss(self.model, batch, self.relevant, self.clusters, self.store, self.args)
@@ -306,10 +333,11 @@ def _dev_queries(dataset: Dataset, args: RetrieverTrainingArguments) -> tuple[li
 
 
 def _read_passages(dataset: Dataset, needed: set[str], dev_queries: list[Query],
-                   dev_relevant: dict[str, list[str]]) -> tuple[dict[str, StoredPassage], dict[str, str | None],
-                                                                DevSet | None]:
-    """One streaming pass: the training passages, their splits, and the dev collection
-    (passages of split "dev"; every passage when the passages carry no split)."""
+                   dev_relevant: dict[str, list[str]], every_train_passage: bool = False
+                   ) -> tuple[dict[str, StoredPassage], dict[str, str | None], DevSet | None]:
+    """One streaming pass: the training passages (``needed``, or with ``every_train_passage`` every
+    passage of the training collection, which ``--refresh-negatives`` searches), their splits, and the
+    dev collection (passages of split "dev"; every passage when the passages carry no split)."""
     store: dict[str, StoredPassage] = {}
     splits: dict[str, str | None] = {}
     # Candidates for the dev collection: passages of split "dev", and split-less passages in case
@@ -319,7 +347,7 @@ def _read_passages(dataset: Dataset, needed: set[str], dev_queries: list[Query],
     any_split = False
     for passage in dataset.passages():
         any_split = any_split or passage.split is not None
-        if passage.id in needed:
+        if passage.id in needed or (every_train_passage and passage.split in ("train", None)):
             store[passage.id] = StoredPassage(passage.title, passage.text,
                                               frozenset(m.cluster_id for m in passage.mentions))
             splits[passage.id] = passage.split
@@ -379,6 +407,28 @@ def evaluate_dev(model: BiEncoder, dev: DevSet, args: RetrieverTrainingArguments
     del passages, queries, run
     release_memory()  # the encoder's activations, freed but kept by the C allocator (about 0.5 GB on ECB+)
     return {metric: round(evaluation.aggregate[metric], 6) for metric in DEV_METRICS}
+
+
+def mine_dense_negatives(model: BiEncoder, queries: Sequence[Query], relevant: Mapping[str, Sequence[str]],
+                         passage_ids: Sequence[str], titles: Sequence[str], texts: Sequence[str], depth: int,
+                         max_query_len: int, max_passage_len: int, batch_size: int = 64) -> dict[str, list[str]]:
+    """Each query's hard-negative candidates by the retriever ``model`` itself (ANCE, Xiong et al. 2021):
+    the ``depth`` passages of the collection (``passage_ids`` with their titles and texts) nearest to the
+    query by exact dot product, nearest first, neither relevant nor its own passage. A function of the
+    model's weights alone: the same weights give the same candidates."""
+    import numpy as np
+
+    passages = model.passage_encoder.encode_passages(titles, texts, max_passage_len, batch_size=batch_size,
+                                                     description="Re-mining: passages")
+    vectors = model.query_encoder.encode_queries(list(queries), max_query_len, batch_size=batch_size,
+                                                 description="Re-mining: queries")
+    found = exact_search(np.ascontiguousarray(vectors), passages, passage_ids, [q.passage_id for q in queries],
+                         k=depth + max((len(relevant.get(q.id, ())) for q in queries), default=0))
+    candidates: dict[str, list[str]] = {}
+    for query, hits in zip(queries, found, strict=True):
+        gold = set(relevant.get(query.id, ()))
+        candidates[query.id] = [pid for pid in hits if pid not in gold and pid != query.passage_id][:depth]
+    return candidates
 
 
 def exact_search(query_vectors: Any, passage_vectors: Any, passage_ids: Sequence[str],
