@@ -39,7 +39,8 @@ DEFAULTS: dict[type, dict[str, Any]] = {
     RetrieverTrainingArguments: {
         "base_model": None, "shared_encoder": False, "markers": True, "pooling": "cls", "epochs": 5, "batch_size": 16,
         "lr": 1e-5, "weight_decay": 0.01, "warmup": 0.1, "max_query_len": 64, "max_passage_len": 180,
-        "hard_negatives": 20, "refresh_negatives": False, "positives_per_query": None, "seed": 13, "max_steps": None, "device": "auto",
+        "hard_negatives": 20, "refresh_negatives": False, "positives_per_query": None, "seed": 13, "max_steps": None,
+        "device": "auto",
         "dev_max_queries": 500, "threads": None, "log_every": None, "checkpoint_every": 500},
     ReaderTrainingArguments: {
         "head": "integrated", "base_model": None, "markers": True, "epochs": 3, "batch_size": 4, "lr": 2e-5,
@@ -51,7 +52,8 @@ DEFAULTS: dict[type, dict[str, Any]] = {
     ClustererTrainingArguments: {
         "base_model": None, "epochs": 3, "batch_size": 32, "lr": 2e-5, "head_lr": 1e-3, "weight_decay": 0.01,
         "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0, "max_positives_per_cluster": 200,
-        "hard_negatives_k": 10, "scope": "topic", "lemma_weights": "0", "mlp_hidden": 1024, "mlp_out": 1024, "max_length": 128,
+        "hard_negatives_k": 10, "scope": "topic", "lemma_weights": "0", "mlp_hidden": 1024, "mlp_out": 1024,
+        "max_length": 128,
         "seed": 13, "max_steps": None, "device": "auto", "threads": None, "log_every": None,
         "encode_batch_size": 64, "checkpoint_every": 500},
 }
@@ -150,14 +152,16 @@ def test_a_new_trainer_gets_the_shared_fields_checks_and_loop_options() -> None:
 # The order of the options in training_args.json, as the trainers wrote it before the base class.
 RECORDED = {
     RetrieverTrainingArguments: "base_model shared_encoder markers pooling epochs batch_size lr weight_decay warmup "
-                                "max_query_len max_passage_len hard_negatives refresh_negatives positives_per_query seed max_steps "
+                                "max_query_len max_passage_len hard_negatives refresh_negatives positives_per_query "
+                                "seed max_steps "
                                 "dev_max_queries",
     ReaderTrainingArguments: "head base_model markers epochs batch_size lr head_lr weight_decay warmup negatives "
                              "negatives_from span_weight ranking_loss max_length max_query_len doc_stride "
                              "max_span_len hidden top_spans seed max_steps max_train_queries dev_max_queries "
                              "dev_rerank_k",
     ClustererTrainingArguments: "base_model epochs batch_size lr head_lr weight_decay warmup margin "
-                                "negatives_per_positive max_positives_per_cluster hard_negatives_k scope lemma_weights mlp_hidden "
+                                "negatives_per_positive max_positives_per_cluster hard_negatives_k scope lemma_weights "
+                                "mlp_hidden "
                                 "mlp_out max_length seed max_steps",
 }
 
