@@ -156,7 +156,8 @@ def options_in_effect(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:
 
     - a part of training that did not run: ``hard_negatives`` of a retriever trained without an
       ``--index``; the dev options (``dev_max_queries``, ``dev_rerank_k``, ``scope``) without dev
-      queries or clusters; the clusterer's ``hard_negatives_k`` with ``negatives_per_positive`` 0;
+      queries or clusters; the clusterer's ``hard_negatives_k`` with ``negatives_per_positive`` 0, and
+      its pair options with ``objective`` topic-batch;
       the integrated head's ``hidden`` and ``top_spans`` on a ``dpr`` reader;
     - a limit the run never reached (None is no limit): ``max_steps``, ``positives_per_query``,
       ``max_train_queries``, ``dev_max_queries``, ``max_positives_per_cluster``;
@@ -202,6 +203,8 @@ def options_in_effect(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:
         if options.get("head") == "dpr":
             unused |= {"hidden", "top_spans"}
     elif kind == "clusterer":
+        if options.get("objective") == "topic-batch":
+            unused |= {"negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k"}
         if options.get("negatives_per_positive") == 0:
             unused.add("hard_negatives_k")
         positive, coreferent = _int(counts.get("positive_pairs")), _int(counts.get("coreferent_pairs"))
@@ -428,7 +431,10 @@ def _kind_text(kind: str, options: Mapping[str, Any], record: Mapping[str, Any],
         tau, beta = record.get("threshold"), record.get("lemma_weight")
         what = (f"A contrastive mention encoder (Hsu & Horwood 2022) trained with `corefsearch train clusterer` on "
                 f"{base.description}: `[MLP(CLS) ; MLP(sum of the mention's tokens)]`, unit length, contrastive loss "
-                f"with margin {options.get('margin')}; mentions are clustered by average linkage on cosine distance, "
+                f"with margin {options.get('margin')}"
+                + (" over every pair of batches of one topic's mentions" if options.get("objective") == "topic-batch"
+                   else " over drawn mention pairs")
+                + "; mentions are clustered by average linkage on cosine distance, "
                 + (f"stopping at τ = {tau:g} (picked on dev)" if tau is not None else
                    "with a threshold τ to give (no dev split picked one)")
                 + (f"; two mentions with the same head lemma are β = {beta:g} closer (picked on dev)."

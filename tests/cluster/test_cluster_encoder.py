@@ -31,7 +31,12 @@ from corefsearch.cluster.encoder import cluster_vectors, split_records, threshol
 from corefsearch.cluster.loss import contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
 from corefsearch.cluster.run import cluster_dataset
-from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
+from corefsearch.cluster.train import (
+    ClustererTrainingArguments,
+    batch_contrastive_loss,
+    topic_batches,
+    train_clusterer,
+)
 from corefsearch.errors import InputError
 from corefsearch.training import seed_everything
 from corefsearch.training.checkpoint import work_dir_for
@@ -286,6 +291,70 @@ def test_training_lowers_the_loss_and_without_dev_clusters_keeps_the_last_epoch(
     encoder = MentionEncoder.load(tmp_path / "model")
     assert encoder.config.threshold is None
     assert pair_loss(encoder, no_dev) < 0.6 * before
+
+
+def test_topic_batches_cover_each_train_mention_once_within_one_topic_and_keep_their_number(dataset: Path) -> None:
+    records = split_records(dataset, "train")
+    topic = {r.mention_id: r.topic for r in records}
+    counts = []
+    for epoch in (1, 2, 3):
+        batches = topic_batches(records, 3, seed=13, epoch=epoch)
+        assert sorted(m for b in batches for m in b) == sorted(topic)
+        assert all(len({topic[m] for m in b}) == 1 and 1 <= len(b) <= 3 for b in batches)
+        counts.append(len(batches))
+        assert batches == topic_batches(records, 3, seed=13, epoch=epoch)  # a function of seed and epoch
+    assert len(set(counts)) == 1
+    assert topic_batches(records, 3, 13, 1) != topic_batches(records, 3, 13, 2)
+
+
+def test_batch_contrastive_loss_is_the_mean_of_coreferent_pairs_plus_the_mean_of_the_others() -> None:
+    import torch
+
+    vectors = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    distances = {(0, 1): 1 - 2 ** -0.5, (0, 2): 1.0, (1, 2): 1 - 2 ** -0.5}
+    # clusters a, a, b: one coreferent pair (0, 1); two others, pushed apart while closer than the margin 0.5
+    expected = distances[0, 1] ** 2 + ((0.5 - distances[1, 2]) ** 2 + 0.0) / 2
+    assert float(batch_contrastive_loss(vectors, ["a", "a", "b"], 0.5)) == pytest.approx(expected, abs=1e-6)
+    # No coreferent pair: the others' mean alone.
+    assert float(batch_contrastive_loss(vectors, ["a", "b", "c"], 0.5)) == pytest.approx(
+        (0.5 - distances[0, 1]) ** 2 / 3 + (0.5 - distances[1, 2]) ** 2 / 3, abs=1e-6)
+
+
+def test_topic_batch_objective_trains_on_every_pair_of_a_topics_batch(tiny_base: Path, dataset: Path,
+                                                                      tmp_path: Path) -> None:
+    import torch
+
+    def topic_loss(encoder: MentionEncoder, data: Path) -> float:
+        """The objective (eval mode) over each train topic's mentions as one batch."""
+        records = split_records(data, "train")
+        vectors = torch.from_numpy(encoder.encode(records))
+        losses = [float(batch_contrastive_loss(vectors[[i for i, r in enumerate(records) if r.topic == t]],
+                                               [r.cluster_id for r in records if r.topic == t], 0.5))
+                  for t in sorted({r.topic for r in records})]
+        return sum(losses) / len(losses)
+
+    no_dev = write_dataset(tmp_path / "no-dev", {**SPLITS, "quake": "test", "die": "test", "rescue": "test"})
+    args = tiny_args(tiny_base, objective="topic-batch", epochs=6, batch_size=4)
+    seed_everything(args.seed)
+    before = topic_loss(MentionEncoder.from_base(str(tiny_base), args.clusterer_config()), no_dev)
+    summary = train_clusterer(no_dev, tmp_path / "no-dev-model", args)
+    assert topic_loss(MentionEncoder.load(tmp_path / "no-dev-model"), no_dev) < 0.6 * before
+
+    messages: list[str] = []
+    out = tmp_path / "model"
+    summary = train_clusterer(dataset, out, args, log=messages.append)
+    records = split_records(dataset, "train")
+    assert summary.steps_per_epoch == len(topic_batches(records, 4, args.seed, 1))
+    assert any("batches of 4 mentions of one topic" in m for m in messages)
+    record = json.loads((out / "training_args.json").read_text())
+    assert record["options"]["objective"] == "topic-batch" and record["counts"]["train_pairs"] == 0
+    card = (out / "README.md").read_text()
+    assert "| objective | topic-batch |" in card
+    assert "hard_negatives_k" not in card and "negatives_per_positive" not in card  # pair options: no effect
+    assert "--objective must be one of pairs, topic-batch" in cli_error(
+        "train", "clusterer", dataset, "--out", tmp_path / "m2", "--objective", "triplets")
+    assert "--objective topic-batch needs --batch-size of at least 2" in cli_error(
+        "train", "clusterer", dataset, "--out", tmp_path / "m2", "--objective", "topic-batch", "--batch-size", "1")
 
 
 def test_cli_train_clusterer_and_its_errors(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:

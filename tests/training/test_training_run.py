@@ -50,11 +50,11 @@ DEFAULTS: dict[type, dict[str, Any]] = {
         "device": "auto", "dev_max_queries": 200, "dev_rerank_k": 50, "threads": None, "log_every": None,
         "checkpoint_every": 500},
     ClustererTrainingArguments: {
-        "base_model": None, "epochs": 3, "batch_size": 32, "lr": 2e-5, "head_lr": 1e-3, "weight_decay": 0.01,
-        "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0, "max_positives_per_cluster": 200,
-        "hard_negatives_k": 10, "scope": "topic", "lemma_weights": "0", "mlp_hidden": 1024, "mlp_out": 1024,
-        "max_length": 128,
-        "seed": 13, "max_steps": None, "device": "auto", "threads": None, "log_every": None,
+        "base_model": None, "objective": "pairs", "epochs": 3, "batch_size": 32, "lr": 2e-5, "head_lr": 1e-3,
+        "weight_decay": 0.01, "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0,
+        "max_positives_per_cluster": 200, "hard_negatives_k": 10, "scope": "topic", "lemma_weights": "0",
+        "mlp_hidden": 1024, "mlp_out": 1024, "max_length": 128, "seed": 13, "max_steps": None, "device": "auto",
+        "threads": None, "log_every": None,
         "encode_batch_size": 64, "checkpoint_every": 500},
 }
 
@@ -159,7 +159,7 @@ RECORDED = {
                              "negatives_from span_weight ranking_loss max_length max_query_len doc_stride "
                              "max_span_len hidden top_spans seed max_steps max_train_queries dev_max_queries "
                              "dev_rerank_k",
-    ClustererTrainingArguments: "base_model epochs batch_size lr head_lr weight_decay warmup margin "
+    ClustererTrainingArguments: "base_model objective epochs batch_size lr head_lr weight_decay warmup margin "
                                 "negatives_per_positive max_positives_per_cluster hard_negatives_k scope lemma_weights "
                                 "mlp_hidden "
                                 "mlp_out max_length seed max_steps",

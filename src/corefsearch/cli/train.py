@@ -144,8 +144,12 @@ def train_clusterer_command(
     out: Annotated[Path, typer.Option("--out", help="Mention encoder directory to write.")],
     base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    objective: Annotated[str, typer.Option(
+        help="pairs (drawn mention pairs, Hsu & Horwood) | topic-batch (every pair of a batch of one train "
+             "topic's mentions).")] = "pairs",
     epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
-    batch_size: Annotated[int, typer.Option(help="Mention pairs per optimizer step.")] = 32,
+    batch_size: Annotated[int, typer.Option(
+        help="Mention pairs (--objective pairs) or mentions (topic-batch) per optimizer step.")] = 32,
     lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
     head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) MLPs.")] = 1e-3,
     margin: Annotated[float, typer.Option(help="Contrastive loss margin m (on d = 1 - cos).")] = 0.5,

@@ -18,6 +18,15 @@ clustered with all-pairs average linkage within each group of ``scope`` (``topic
 with the best one is kept, its τ saved as the model's ``threshold``. Without dev clusters the last
 epoch is kept and the model has no threshold (``cluster`` then needs ``--threshold``).
 
+``objective="topic-batch"`` trains on mentions instead of drawn pairs: each step takes ``batch_size``
+mentions of one train topic (its clusters shuffled, seeded by seed and epoch, and cut into equal
+batches, so a cluster's mentions mostly share a batch) and the same contrastive loss over **every**
+pair of the batch, the coreferent pairs' mean plus the others' mean (a batch has far more of the
+latter). One encoder pass of B mentions then teaches B(B−1)/2 pairs instead of B/2, every negative is
+a mention of the same topic (the hard cases: the other events the topic's documents describe), and
+an epoch is one pass over the train mentions; the pair options (``negatives_per_positive``,
+``max_positives_per_cluster``, ``hard_negatives_k``) do not apply.
+
 The run is :class:`ClustererTask` driven by the one training loop (``corefsearch.training``):
 checkpoints, Ctrl-C and resume come from there. ``OUT`` appears in one rename at the end with the
 mention encoder (``model.py``), ``training_args.json``, ``dev_curve.json`` and a model card.
@@ -63,13 +72,15 @@ if TYPE_CHECKING:
 
 SELECTION_METRIC = "CoNLL F1"
 TRAIN_SCOPES = ("topic", "predicted-topic")
+OBJECTIVES = ("pairs", "topic-batch")
 
 
 @dataclass
 class ClustererTrainingArguments(TrainingArguments):
     """Every option of ``corefsearch train clusterer`` with its default (shared ones: :class:`TrainingArguments`)."""
 
-    batch_size: int = 32  # pairs per optimizer step
+    batch_size: int = 32  # pairs per optimizer step (objective "pairs") or mentions per step ("topic-batch")
+    objective: str = "pairs"  # drawn mention pairs (Hsu & Horwood) | every pair of a batch of one topic's mentions
     head_lr: float = 1e-3
     margin: float = DEFAULT_MARGIN
     negatives_per_positive: float = 3.0
@@ -85,8 +96,8 @@ class ClustererTrainingArguments(TrainingArguments):
 
     kind = "clusterer"
     run_only = (*TrainingArguments.run_only, "encode_batch_size")
-    options_order = ("base_model", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup", "margin",
-                     "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k", "scope",
+    options_order = ("base_model", "objective", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
+                     "margin", "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k", "scope",
                      "lemma_weights", "mlp_hidden", "mlp_out", "max_length", "seed", "max_steps")
 
     def validate(self) -> None:
@@ -98,6 +109,10 @@ class ClustererTrainingArguments(TrainingArguments):
             raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
         positive({"--margin": self.margin})
         one_of("--scope", self.scope, TRAIN_SCOPES, " (the dev clustering that picks the epoch and τ)")
+        one_of("--objective", self.objective, OBJECTIVES)
+        if self.objective == "topic-batch" and self.batch_size < 2:
+            raise InputError("--objective topic-batch needs --batch-size of at least 2 mentions, got "
+                             f"{self.batch_size}")
         self.lemma_weight_grid()
         self.clusterer_config().validate()
 
@@ -235,24 +250,70 @@ def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArgumen
                         or "sha256:" + sha256_file(dataset.root / "clusters.jsonl")})
 
     encoder = MentionEncoder.from_base(args.base_model, args.clusterer_config(), run.device)
-    ids = [r.mention_id for r in train]
-    neighbours: dict[str, list[str]] = {}
-    if args.hard_negatives_k:
-        # Once, with the untrained encoder (the same on a resumed run: the checkpoint is loaded later).
-        neighbours = nearest_neighbours(encoder.encode(train, batch_size=args.encode_batch_size), ids,
-                                        args.hard_negatives_k)
     clusters: dict[str, list[str]] = {}
     for r in train:
         clusters.setdefault(r.cluster_id, []).append(r.mention_id)
-    pairs = training_pairs(clusters, {r.mention_id: r.topic for r in train}, neighbours,
-                           args.negatives_per_positive, args.max_positives_per_cluster, seed=args.seed)
-    steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
-    run.log(f"{len(pairs):,} training pairs ({sum(p.label for p in pairs):,} positive) over {len(train):,} train "
-            f"mentions: {steps_per_epoch:,} steps per epoch.")
+    pairs: list[MentionPair] = []
+    if args.objective == "pairs":
+        ids = [r.mention_id for r in train]
+        neighbours: dict[str, list[str]] = {}
+        if args.hard_negatives_k:
+            # Once, with the untrained encoder (the same on a resumed run: the checkpoint is loaded later).
+            neighbours = nearest_neighbours(encoder.encode(train, batch_size=args.encode_batch_size), ids,
+                                            args.hard_negatives_k)
+        pairs = training_pairs(clusters, {r.mention_id: r.topic for r in train}, neighbours,
+                               args.negatives_per_positive, args.max_positives_per_cluster, seed=args.seed)
+        steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
+        run.log(f"{len(pairs):,} training pairs ({sum(p.label for p in pairs):,} positive) over {len(train):,} "
+                f"train mentions: {steps_per_epoch:,} steps per epoch.")
+    else:
+        steps_per_epoch = len(topic_batches(train, args.batch_size, args.seed, 1))
+        run.log(f"{len(train):,} train mentions in {len({r.topic for r in train}):,} topics, batches of "
+                f"{args.batch_size} mentions of one topic: {steps_per_epoch:,} steps per epoch.")
     task = ClustererTask(encoder=encoder, args=args, records={r.mention_id: r for r in train}, pairs=pairs,
                          dev=dev, steps_per_epoch=steps_per_epoch, run=run)
     result = run.train(task, on_step)
     return run.summary(result, ClustererExtras(len(train), len(pairs), task.saved_threshold))
+
+
+def topic_batches(records: Sequence[MentionRecord], size: int, seed: int, epoch: int) -> list[list[str]]:
+    """The ``topic-batch`` objective's batches of ``epoch``: each train topic's mentions (records without a
+    topic form one pool) in a seeded order of their clusters (members kept together, in id order), cut into
+    ``ceil(n / size)`` batches of near-equal size; the batches of all topics in a seeded order. The number
+    of batches depends on the topic sizes only, so every epoch has as many."""
+    topics: dict[str, dict[str, list[str]]] = {}
+    for r in sorted(records, key=lambda r: r.mention_id):
+        topics.setdefault(r.topic or "", {}).setdefault(r.cluster_id, []).append(r.mention_id)
+    rng = random.Random(seed * 1_000_003 + epoch)
+    batches: list[list[str]] = []
+    for topic in sorted(topics):
+        order = sorted(topics[topic])
+        rng.shuffle(order)
+        mentions = [m for cluster_id in order for m in topics[topic][cluster_id]]
+        count = math.ceil(len(mentions) / size)
+        cuts = [round(i * len(mentions) / count) for i in range(count + 1)]
+        batches += [mentions[cuts[i]:cuts[i + 1]] for i in range(count)]
+    rng.shuffle(batches)
+    return batches
+
+
+def batch_contrastive_loss(vectors: torch.Tensor, cluster_ids: Sequence[str], margin: float) -> torch.Tensor:
+    """The contrastive loss over every pair of a batch's mention ``vectors``: the mean over the coreferent
+    pairs plus the mean over the others (either mean left out when the batch has no such pair)."""
+    import torch
+
+    n = len(cluster_ids)
+    first, second = torch.triu_indices(n, n, offset=1, device=vectors.device)
+    codes = {c: i for i, c in enumerate(dict.fromkeys(cluster_ids))}
+    ids = torch.tensor([codes[c] for c in cluster_ids], device=vectors.device)
+    labels = (ids[first] == ids[second]).long()
+    losses = contrastive_loss(vectors[first], vectors[second], labels, margin, reduction="none")
+    total = losses.new_zeros(())
+    for label in (1, 0):
+        chosen = labels == label
+        if bool(chosen.any()):
+            total = total + losses[chosen].mean()
+    return total
 
 
 def best_threshold(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> float | None:
@@ -287,15 +348,21 @@ class ClustererTask(TrainingTask):
         # The MLP heads start from random weights, so they get their own (larger) learning rate.
         return [(self.encoder.model, self.args.lr), (self.encoder.head, self.args.head_lr)]
 
-    def epoch_batches(self, epoch: int) -> list[list[MentionPair]]:
+    def epoch_batches(self, epoch: int) -> list[list[MentionPair]] | list[list[str]]:
+        if self.args.objective == "topic-batch":
+            return topic_batches(list(self.records.values()), self.args.batch_size, self.args.seed, epoch)
         order = list(self.pairs)
         random.Random(self.args.seed * 1_000_003 + epoch).shuffle(order)
         size = self.args.batch_size
         return [order[i:i + size] for i in range(0, len(order), size)]
 
-    def loss(self, batch: list[MentionPair]) -> torch.Tensor:
+    def loss(self, batch: list[MentionPair] | list[str]) -> torch.Tensor:
         import torch
 
+        if self.args.objective == "topic-batch":
+            mentions = [self.records[m] for m in batch]  # type: ignore[index]
+            return batch_contrastive_loss(self.encoder.forward(mentions), [r.cluster_id for r in mentions],
+                                          self.args.margin)
         unique = list(dict.fromkeys(m for pair in batch for m in (pair.first, pair.second)))
         row = {mention_id: i for i, mention_id in enumerate(unique)}
         vectors = self.encoder.forward([self.records[m] for m in unique])
