@@ -77,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.time()
     weights = [float(w) for w in args.weights.split(",")]
-    taus = threshold_grid(0.05, 0.95, 0.025)
+    taus = threshold_grid(0.0125, 0.95, 0.0125)
     encoder = MentionEncoder.load(args.model, "cpu")
     dev = Split(args.dataset, "dev", encoder, args.batch_size)
     rows = []
@@ -109,7 +109,7 @@ def main() -> None:
         *(f"- {name}: {value}" for name, value in machine().items()),
         f"- Command: `python bench/cluster_dev.py --dataset {args.dataset} --model {args.model} "
         f"--weights {args.weights}`",
-        f"- Encoder: {args.model} (its own τ {encoder.config.threshold}); τ grid 0.05–0.95 by 0.025; CoNLL F1 ×100, "
+        f"- Encoder: {args.model} (its own τ {encoder.config.threshold}); τ grid 0.0125–0.95 by 0.0125; CoNLL F1 ×100, "
         "singletons kept. Dev chose: " f"scope {scope}, β {weight:g}, τ {tau:g}.",
         "", "### Dev", "", markdown_table(header, rows, "llrrr"), "",
         "### Test, once, with what dev chose", "",

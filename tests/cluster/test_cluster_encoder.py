@@ -146,7 +146,8 @@ def test_threshold_sweep_cuts_the_same_partitions_as_clustering_at_each_tau(mode
     topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS}
     types = dict.fromkeys(ids, "event")
     swept = threshold_sweep(ids, vectors, topic, types, threshold_grid())
-    assert list(swept) == threshold_grid() and threshold_grid()[:3] == [0.1, 0.15, 0.2] and threshold_grid()[-1] == 0.9
+    assert list(swept) == threshold_grid()
+    assert threshold_grid()[:3] == [0.025, 0.05, 0.075] and threshold_grid()[-1] == 0.9
     for tau, assignment in swept.items():
         assert assignment == cluster_vectors(ids, vectors, topic, types, tau, "topic")
 

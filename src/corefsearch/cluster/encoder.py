@@ -95,7 +95,7 @@ def threshold_sweep(mention_ids: Sequence[str], vectors: Any, groups: Mapping[st
     return result
 
 
-def threshold_grid(low: float = 0.1, high: float = 0.9, step: float = 0.05) -> list[float]:
+def threshold_grid(low: float = 0.025, high: float = 0.9, step: float = 0.025) -> list[float]:
     """τ from ``low`` to ``high`` (inclusive) by ``step``, rounded to 4 decimals."""
     if not 0 <= low <= high <= 2 or step <= 0:
         raise InputError(f"bad threshold grid {low}..{high} step {step}")

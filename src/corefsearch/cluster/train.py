@@ -14,7 +14,7 @@ once (seeded) and shuffled per epoch (seed and epoch), ``batch_size`` pairs a st
 After each epoch (and before training, as epoch 0) the dev split's mentions are encoded and
 clustered with all-pairs average linkage within each group of ``scope`` (``topic`` or
 ``predicted-topic``) and mention type, at every τ of :func:`~corefsearch.cluster.encoder.threshold_grid`
-(0.1 to 0.9 by 0.05); the CoNLL F1 (singletons kept) of the best τ is the dev metric, and the epoch
+(0.025 to 0.9 by 0.025); the CoNLL F1 (singletons kept) of the best τ is the dev metric, and the epoch
 with the best one is kept, its τ saved as the model's ``threshold``. Without dev clusters the last
 epoch is kept and the model has no threshold (``cluster`` then needs ``--threshold``).
 
