@@ -352,6 +352,10 @@ def test_topic_batch_objective_trains_on_every_pair_of_a_topics_batch(tiny_base:
     card = (out / "README.md").read_text()
     assert "| objective | topic-batch |" in card
     assert "hard_negatives_k" not in card and "negatives_per_positive" not in card  # pair options: no effect
+    result = cli("train", "clusterer", dataset, "--out", tmp_path / "cli", "--base-model", tiny_base, "--objective",
+                 "topic-batch", "--batch-size", "4", "--epochs", "1", "--device", "cpu", "--log-every", "0")
+    assert result.exit_code == 0, result.output
+    assert "on topic batches of 8 mentions" in result.output
     assert "--objective must be one of pairs, topic-batch" in cli_error(
         "train", "clusterer", dataset, "--out", tmp_path / "m2", "--objective", "triplets")
     assert "--objective topic-batch needs --batch-size of at least 2" in cli_error(

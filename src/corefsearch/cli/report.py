@@ -251,7 +251,8 @@ def print_training_summary(summary: TrainingSummary[Any], console: Console) -> N
     elif summary.kind == "reader":
         trained_on = f"{extras.train_queries:,} queries"
     else:
-        trained_on = f"{extras.train_pairs:,} pairs of {extras.train_mentions:,} mentions"
+        trained_on = (f"{extras.train_pairs:,} pairs of {extras.train_mentions:,} mentions" if extras.train_pairs
+                      else f"topic batches of {extras.train_mentions:,} mentions")
         kept += f", τ {extras.threshold:g}" if extras.threshold is not None else ", no τ (no dev clusters)"
     console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {trained_on}{speed}. Kept {kept}; "
                        f"wrote {summary.out}."))
