@@ -198,9 +198,9 @@ def test_cli_cluster_encoder_and_its_option_errors(model_dir: Path, dataset: Pat
 
 
 def tiny_args(base: Path, **changes: Any) -> ClustererTrainingArguments:
-    options: dict[str, Any] = {"base_model": str(base), "epochs": 3, "batch_size": 4, "lr": 1e-3, "head_lr": 1e-3,
-                               "mlp_hidden": 16, "mlp_out": 8, "hard_negatives_k": 3, "device": "cpu",
-                               "log_every": 0}
+    options: dict[str, Any] = {"base_model": str(base), "objective": "pairs", "epochs": 3, "batch_size": 4,
+                               "lr": 1e-3, "head_lr": 1e-3, "mlp_hidden": 16, "mlp_out": 8, "hard_negatives_k": 3,
+                               "device": "cpu", "log_every": 0}
     options.update(changes)
     return ClustererTrainingArguments(**options)
 

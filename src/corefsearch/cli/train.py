@@ -145,11 +145,11 @@ def train_clusterer_command(
     base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
     objective: Annotated[str, typer.Option(
-        help="pairs (drawn mention pairs, Hsu & Horwood) | topic-batch (every pair of a batch of one train "
-             "topic's mentions).")] = "pairs",
+        help="topic-batch (every pair of a batch of one train topic's mentions) | pairs (drawn mention pairs, "
+             "Hsu & Horwood).")] = "topic-batch",
     epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
     batch_size: Annotated[int, typer.Option(
-        help="Mention pairs (--objective pairs) or mentions (topic-batch) per optimizer step.")] = 32,
+        help="Mentions (--objective topic-batch) or mention pairs (pairs) per optimizer step.")] = 64,
     lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
     head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) MLPs.")] = 1e-3,
     margin: Annotated[float, typer.Option(help="Contrastive loss margin m (on d = 1 - cos).")] = 0.5,
