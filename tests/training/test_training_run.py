@@ -50,7 +50,7 @@ DEFAULTS: dict[type, dict[str, Any]] = {
         "device": "auto", "dev_max_queries": 200, "dev_rerank_k": 50, "threads": None, "log_every": None,
         "checkpoint_every": 500},
     ClustererTrainingArguments: {
-        "base_model": None, "objective": "topic-batch", "epochs": 3, "batch_size": 64, "lr": 2e-5, "head_lr": 1e-3,
+        "base_model": None, "objective": "topic-batch", "epochs": 3, "batch_size": 64, "lr": 5e-5, "head_lr": 1e-3,
         "weight_decay": 0.01, "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0,
         "max_positives_per_cluster": 200, "hard_negatives_k": 10, "scope": "topic", "lemma_weights": "0",
         "mlp_hidden": 1024, "mlp_out": 1024, "max_length": 128, "seed": 13, "max_steps": None, "device": "auto",

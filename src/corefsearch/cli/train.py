@@ -150,7 +150,7 @@ def train_clusterer_command(
     epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
     batch_size: Annotated[int, typer.Option(
         help="Mentions (--objective topic-batch) or mention pairs (pairs) per optimizer step.")] = 64,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 2e-5,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 5e-5,
     head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) MLPs.")] = 1e-3,
     margin: Annotated[float, typer.Option(help="Contrastive loss margin m (on d = 1 - cos).")] = 0.5,
     negatives_per_positive: Annotated[float, typer.Option(help="Negative pairs per positive pair.")] = 3.0,
