@@ -100,8 +100,8 @@ def test_the_learning_rate_check_names_every_learning_rate_of_the_trainer() -> N
     with pytest.raises(InputError, match=r"^--lr must be positive, got 0.0$"):
         RetrieverTrainingArguments(lr=0.0).validate()
     for trainer in (ReaderTrainingArguments, ClustererTrainingArguments):
-        with pytest.raises(InputError, match=r"^--lr and --head-lr must be positive, got 2e-05 and nan$"):
-            trainer(head_lr=math.nan).validate()
+        with pytest.raises(InputError, match=r"^--lr and --head-lr must be positive, got 3e-05 and nan$"):
+            trainer(lr=3e-5, head_lr=math.nan).validate()
 
 
 @pytest.mark.parametrize(("trainer", "changes", "message"), [
