@@ -1,6 +1,7 @@
 """Train the contrastive mention encoder (``corefsearch train clusterer``; Hsu & Horwood 2022).
 
-Training pairs come from the train split (``pairs.py``): every pair within a gold cluster (a seeded
+Two objectives. With ``objective="pairs"`` (Hsu & Horwood's), training pairs come from the train
+split (``pairs.py``): every pair within a gold cluster (a seeded
 sample of ``max_positives_per_cluster`` for a large cluster) and ``negatives_per_positive``
 negatives per positive, half of them hard (the ``hard_negatives_k`` nearest mentions outside the
 cluster), the rest random mentions of the same topic (``MentionRecord.topic``; the whole split
@@ -18,7 +19,8 @@ clustered with all-pairs average linkage within each group of ``scope`` (``topic
 with the best one is kept, its τ saved as the model's ``threshold``. Without dev clusters the last
 epoch is kept and the model has no threshold (``cluster`` then needs ``--threshold``).
 
-``objective="topic-batch"`` trains on mentions instead of drawn pairs: each step takes ``batch_size``
+``objective="topic-batch"`` (the default: it won on dev, bench/RESULTS.md "Recipes tried on dev")
+trains on mentions instead of drawn pairs: each step takes ``batch_size``
 mentions of one train topic (its clusters shuffled, seeded by seed and epoch, and cut into equal
 batches, so a cluster's mentions mostly share a batch) and the same contrastive loss over **every**
 pair of the batch, the coreferent pairs' mean plus the others' mean (a batch has far more of the
