@@ -168,19 +168,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     test_candidates = fusions(test_lists["dense retriever (markers)"],
                               {bm25_short[n]: test_lists[n] for n in bm25_forms})
     rows: list[list[str]] = []
-    base = scores(test_lists["BM25 mention+entities + RM3"], test["qrels"])["MRR@10"]
-    strongest = scores(test_lists["BM25 sentence, fields sentence 1, document 0.1"], test["qrels"])["MRR@10"]
+    single_test = {name: scores(ranking, test["qrels"]) for name, ranking in test_lists.items()}
+    base = single_test["BM25 mention+entities + RM3"]["MRR@10"]
+    strongest = single_test["BM25 sentence, fields sentence 1, document 0.1"]["MRR@10"]
 
-    def row(name: str, ranking: Ranking, dev_mrr: float) -> list[str]:
-        metrics = scores(ranking, test["qrels"])
+    def row(name: str, metrics: dict[str, float], dev_mrr: float) -> list[str]:
         return [name + (" **(dev's choice)**" if name == chosen else ""), f"{100 * dev_mrr:.2f}",
                 *(f"{100 * metrics[m]:.2f}" for m in METRICS),
                 f"{metrics['MRR@10'] / base:.2f}×", f"{metrics['MRR@10'] / strongest:.2f}×"]
 
-    for name, ranking in test_lists.items():
-        rows.append(row(name, ranking, single_dev[name]))
+    for name, metrics in single_test.items():
+        rows.append(row(name, metrics, single_dev[name]))
     for name, mrr in sorted(best.values(), key=lambda pair: -pair[1]):
-        rows.append(row(name, test_candidates[name][1](), mrr))
+        rows.append(row(name, scores(test_candidates[name][1](), test["qrels"]), mrr))
     minutes = (time.perf_counter() - clock) / 60
     lines = [
         f"- Date: {started:%Y-%m-%d %H:%M} (local time), run time {minutes:.1f} min"

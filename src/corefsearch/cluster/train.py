@@ -280,6 +280,12 @@ def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArgumen
     return run.summary(result, ClustererExtras(len(train), len(pairs), task.saved_threshold))
 
 
+def epoch_rng(seed: int, epoch: int) -> random.Random:
+    """The generator of an epoch's order (both objectives): a function of the seed and the epoch only, so a
+    resumed run regenerates the batches it skips."""
+    return random.Random(seed * 1_000_003 + epoch)
+
+
 def topic_batches(records: Sequence[MentionRecord], size: int, seed: int, epoch: int) -> list[list[str]]:
     """The ``topic-batch`` objective's batches of ``epoch``: each train topic's mentions (records without a
     topic form one pool) in a seeded order of their clusters (members kept together, in id order), cut into
@@ -288,7 +294,7 @@ def topic_batches(records: Sequence[MentionRecord], size: int, seed: int, epoch:
     topics: dict[str, dict[str, list[str]]] = {}
     for r in sorted(records, key=lambda r: r.mention_id):
         topics.setdefault(r.topic or "", {}).setdefault(r.cluster_id, []).append(r.mention_id)
-    rng = random.Random(seed * 1_000_003 + epoch)
+    rng = epoch_rng(seed, epoch)
     batches: list[list[str]] = []
     for topic in sorted(topics):
         order = sorted(topics[topic])
@@ -356,7 +362,7 @@ class ClustererTask(TrainingTask):
         if self.args.objective == "topic-batch":
             return topic_batches(list(self.records.values()), self.args.batch_size, self.args.seed, epoch)
         order = list(self.pairs)
-        random.Random(self.args.seed * 1_000_003 + epoch).shuffle(order)
+        epoch_rng(self.args.seed, epoch).shuffle(order)
         size = self.args.batch_size
         return [order[i:i + size] for i in range(0, len(order), size)]
 
