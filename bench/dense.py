@@ -80,12 +80,13 @@ def build(name: str, documents: Any, options: BuildOptions, root: Path) -> Path:
     return out
 
 
-def lucene(dataset: Path, root: Path) -> Path:
+def lucene(dataset: Path, root: Path, fields: bool = False) -> Path:
+    """The Lucene index of ``dataset``; ``fields=True`` with the fields of field-weighted BM25."""
     from corefsearch.sparse.index import build_lucene_index
 
-    out = root / f"{dataset.name}-index"
+    out = root / (f"{dataset.name}-index" + ("-fields" if fields else ""))
     if not (out / "lucene" / "manifest.json").exists():
-        build_lucene_index(dataset, out, threads=2, overwrite=True)
+        build_lucene_index(dataset, out, threads=2, overwrite=True, fields=fields)
     return out
 
 
