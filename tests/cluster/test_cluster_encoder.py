@@ -34,6 +34,7 @@ from corefsearch.cluster.run import cluster_dataset
 from corefsearch.cluster.train import (
     ClustererTrainingArguments,
     batch_contrastive_loss,
+    hard_topic_batches,
     topic_batches,
     train_clusterer,
 )
@@ -360,6 +361,76 @@ def test_topic_batch_objective_trains_on_every_pair_of_a_topics_batch(tiny_base:
         "train", "clusterer", dataset, "--out", tmp_path / "m2", "--objective", "triplets")
     assert "--objective topic-batch needs --batch-size of at least 2" in cli_error(
         "train", "clusterer", dataset, "--out", tmp_path / "m2", "--objective", "topic-batch", "--batch-size", "1")
+
+
+def test_remined_topic_batches_gather_nearest_mentions_partition_each_topic_and_change_only_with_the_vectors(
+        model_dir: Path, dataset: Path) -> None:
+    records = split_records(dataset, "train")
+    topic = {r.mention_id: r.topic for r in records}
+    vectors = MentionEncoder.load(model_dir).encode(records)
+    batches = hard_topic_batches(records, vectors, 3, seed=13, epoch=2)
+    assert sorted(m for b in batches for m in b) == sorted(topic)
+    assert all(len({topic[m] for m in b}) == 1 for b in batches)
+    assert sorted(map(len, batches)) == sorted(map(len, topic_batches(records, 3, 13, 2)))
+    assert hard_topic_batches(records, vectors.copy(), 3, seed=13, epoch=2) == batches  # same vectors, same batches
+
+    # Batches of 2 in a topic of 4: each pairs a mention with its nearest; other vectors, other pairs.
+    fire = sorted(m for m, t in topic.items() if t == topic[records[0].mention_id])
+    assert len(fire) == 4
+
+    def grouped(pairs_of: list[tuple[int, int]]) -> set[frozenset[str]]:
+        unit = np.zeros((len(records), 4), dtype=np.float32)
+        for group, (i, j) in enumerate(pairs_of):
+            for k in (i, j):
+                unit[[r.mention_id for r in records].index(fire[k]), group] = 1.0
+        for row, r in enumerate(records):
+            if r.mention_id not in fire:
+                unit[row, 2 + row % 2] = 1.0
+        found = hard_topic_batches(records, unit, 2, seed=13, epoch=2)
+        return {frozenset(b) for b in found if set(b) <= set(fire)}
+
+    assert grouped([(0, 3), (1, 2)]) == {frozenset((fire[0], fire[3])), frozenset((fire[1], fire[2]))}
+    assert grouped([(0, 1), (2, 3)]) == {frozenset((fire[0], fire[1])), frozenset((fire[2], fire[3]))}
+
+
+@pytest.mark.parametrize("objective", ["topic-batch", "pairs"])
+def test_remine_negatives_mines_each_later_epoch_keeps_it_for_resume_and_round_trips(
+        objective: str, tiny_base: Path, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import corefsearch.cluster.train as train
+
+    args = tiny_args(tiny_base, objective=objective, epochs=2, batch_size=4, remine_negatives=True)
+    messages: list[str] = []
+    whole = train_clusterer(dataset, tmp_path / "whole", args, log=messages.append)
+    assert [m for m in messages if "re-mining" in m] == [
+        m for m in messages if m.startswith("Epoch 2: re-mining the "
+                                            + ("topic batches" if objective == "topic-batch" else "hard negatives"))]
+    assert len([m for m in messages if "re-mining" in m]) == 1
+    record = json.loads((tmp_path / "whole" / "training_args.json").read_text())
+    assert record["options"]["remine_negatives"] is True
+    assert "| remine_negatives | True |" in (tmp_path / "whole" / "README.md").read_text()
+
+    # Interrupted inside epoch 2: the rerun reads the mined epoch back and ends with the same model.
+    out = tmp_path / "resumed"
+    step = whole.steps_per_epoch + 2
+    loss_name = "batch_contrastive_loss" if objective == "topic-batch" else "contrastive_loss"
+    monkeypatch.setattr(train, loss_name, Interrupt(getattr(train, loss_name), step))
+    with pytest.raises(KeyboardInterrupt):
+        train_clusterer(dataset, out, args)
+    monkeypatch.undo()
+    assert (work_dir_for(out) / "remined_epoch2.json").exists()
+    resumed: list[str] = []
+    train_clusterer(dataset, out, args, log=resumed.append)
+    assert not any("re-mining" in m for m in resumed)
+    assert_same_model(out, tmp_path / "whole")
+
+    if objective == "pairs":
+        with pytest.raises(InputError, match="--remine-negatives re-mines the pairs' hard negatives"):
+            train_clusterer(dataset, tmp_path / "bad", tiny_args(tiny_base, remine_negatives=True, hard_negatives_k=0))
+    else:
+        result = cli("train", "clusterer", dataset, "--out", tmp_path / "cli", "--base-model", tiny_base,
+                     "--batch-size", "4", "--epochs", "2", "--remine-negatives", "--device", "cpu", "--log-every", "0")
+        assert result.exit_code == 0, result.output
+        assert "re-mining the topic batches" in result.output
 
 
 def test_cli_train_clusterer_and_its_errors(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:

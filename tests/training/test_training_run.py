@@ -52,7 +52,8 @@ DEFAULTS: dict[type, dict[str, Any]] = {
     ClustererTrainingArguments: {
         "base_model": None, "objective": "topic-batch", "epochs": 3, "batch_size": 64, "lr": 5e-5, "head_lr": 1e-3,
         "weight_decay": 0.01, "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0,
-        "max_positives_per_cluster": 200, "hard_negatives_k": 10, "scope": "topic", "lemma_weights": "0",
+        "max_positives_per_cluster": 200, "hard_negatives_k": 10, "remine_negatives": False, "scope": "topic",
+        "lemma_weights": "0",
         "mlp_hidden": 1024, "mlp_out": 1024, "max_length": 128, "seed": 13, "max_steps": None, "device": "auto",
         "threads": None, "log_every": None,
         "encode_batch_size": 64, "checkpoint_every": 500},
@@ -160,8 +161,8 @@ RECORDED = {
                              "max_span_len hidden top_spans seed max_steps max_train_queries dev_max_queries "
                              "dev_rerank_k",
     ClustererTrainingArguments: "base_model objective epochs batch_size lr head_lr weight_decay warmup margin "
-                                "negatives_per_positive max_positives_per_cluster hard_negatives_k scope lemma_weights "
-                                "mlp_hidden "
+                                "negatives_per_positive max_positives_per_cluster hard_negatives_k remine_negatives "
+                                "scope lemma_weights mlp_hidden "
                                 "mlp_out max_length seed max_steps",
 }
 

@@ -159,6 +159,10 @@ def train_clusterer_command(
     hard_negatives_k: Annotated[int, typer.Option(
         help="Hard negatives from each mention's N nearest mentions by the untrained encoder (computed once; "
              "0: topic negatives only).")] = 10,
+    remine_negatives: Annotated[bool, typer.Option(
+        "--remine-negatives", help="Before each epoch after the first, re-mine with the encoder being trained: "
+                                   "the pairs' hard negatives (the N nearest mentions of the same topic), or "
+                                   "topic batches that gather a mention's nearest mentions.")] = False,
     scope: Annotated[str, typer.Option(
         help="Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters).")] = "topic",
     lemma_weights: Annotated[str, typer.Option(

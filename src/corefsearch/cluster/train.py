@@ -7,7 +7,7 @@ negatives per positive, half of them hard (the ``hard_negatives_k`` nearest ment
 cluster), the rest random mentions of the same topic (``MentionRecord.topic``; the whole split
 when documents have none). **The hard neighbours are computed once**, before the first step: the
 train mentions are encoded by the untrained model (the base encoder with fresh heads) and searched
-with FAISS (exact inner product); they are not refreshed as the encoder learns. The pairs are drawn
+with FAISS (exact inner product); they are refreshed only with ``remine_negatives`` (below). The pairs are drawn
 once (seeded) and shuffled per epoch (seed and epoch), ``batch_size`` pairs a step; the loss is
 :func:`~corefsearch.cluster.loss.contrastive_loss` on the two encoded sides of the batch's pairs
 (each distinct mention of a batch is encoded once).
@@ -28,6 +28,12 @@ latter). One encoder pass of B mentions then teaches B(B−1)/2 pairs instead of
 a mention of the same topic (the hard cases: the other events the topic's documents describe), and
 an epoch is one pass over the train mentions; the pair options (``negatives_per_positive``,
 ``max_positives_per_cluster``, ``hard_negatives_k``) do not apply.
+
+``remine_negatives`` (both objectives) mines again before each epoch after the first, with the encoder
+as it is then: the pairs' hard negatives become the ``hard_negatives_k`` nearest mentions of the same
+topic outside the cluster (the pairs drawn again, same seed), and a topic's batches gather a mention
+with its nearest mentions (:func:`hard_topic_batches`), so that each batch holds what the encoder
+still confuses. What an epoch mined is kept in the work folder, so a resumed run trains on the same.
 
 The run is :class:`ClustererTask` driven by the one training loop (``corefsearch.training``):
 checkpoints, Ctrl-C and resume come from there. ``OUT`` appears in one rename at the end with the
@@ -90,6 +96,9 @@ class ClustererTrainingArguments(TrainingArguments):
     negatives_per_positive: float = 3.0
     max_positives_per_cluster: int = 200
     hard_negatives_k: int = 10  # nearest neighbours (by the untrained encoder) searched for hard negatives; 0: none
+    # before each epoch after the first, re-mine with the encoder being trained: the pairs' hard negatives, or
+    # the topic batches (each gathers a mention's nearest mentions of its topic)
+    remine_negatives: bool = False
     scope: str = "topic"  # dev clustering: within gold topics or predicted topics
     # β values tried on dev with every τ (comma-separated): a shared head lemma takes β off a pair's distance
     lemma_weights: str = "0"
@@ -101,7 +110,8 @@ class ClustererTrainingArguments(TrainingArguments):
     kind = "clusterer"
     run_only = (*TrainingArguments.run_only, "encode_batch_size")
     options_order = ("base_model", "objective", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
-                     "margin", "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k", "scope",
+                     "margin", "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k",
+                     "remine_negatives", "scope",
                      "lemma_weights", "mlp_hidden", "mlp_out", "max_length", "seed", "max_steps")
 
     def validate(self) -> None:
@@ -114,6 +124,10 @@ class ClustererTrainingArguments(TrainingArguments):
         positive({"--margin": self.margin})
         one_of("--scope", self.scope, TRAIN_SCOPES, " (the dev clustering that picks the epoch and τ)")
         one_of("--objective", self.objective, OBJECTIVES)
+        if self.remine_negatives and self.objective == "pairs" and not (
+                self.hard_negatives_k and self.negatives_per_positive):
+            raise InputError("--remine-negatives re-mines the pairs' hard negatives: give --hard-negatives-k N "
+                             "(N ≥ 1) and --negatives-per-positive above 0")
         if self.objective == "topic-batch" and self.batch_size < 2:
             raise InputError("--objective topic-batch needs --batch-size of at least 2 mentions, got "
                              f"{self.batch_size}")
@@ -307,6 +321,40 @@ def topic_batches(records: Sequence[MentionRecord], size: int, seed: int, epoch:
     return batches
 
 
+def hard_topic_batches(records: Sequence[MentionRecord], vectors: np.ndarray, size: int, seed: int,
+                       epoch: int) -> list[list[str]]:
+    """The ``topic-batch`` batches of ``epoch`` re-mined with the encoder (``--remine-negatives``): each
+    topic's mentions are cut into as many batches, of the same sizes, as :func:`topic_batches` makes, but a
+    batch gathers a mention (drawn in a seeded order) with its nearest mentions of the topic not yet in a
+    batch (cosine of ``vectors``, the unit vectors of ``records`` in order; ties by mention id). A batch
+    then holds the mentions the encoder confuses: their coreferent ones and the hard negatives. The
+    batches depend on the vectors, the seed and the epoch only."""
+    topics: dict[str, list[int]] = {}
+    order = sorted(range(len(records)), key=lambda i: records[i].mention_id)
+    for i in order:
+        topics.setdefault(records[i].topic or "", []).append(i)
+    rng = epoch_rng(seed, epoch)
+    batches: list[list[str]] = []
+    for topic in sorted(topics):
+        rows = topics[topic]
+        similarity = vectors[rows] @ vectors[rows].T
+        count = math.ceil(len(rows) / size)
+        cuts = [round(i * len(rows) / count) for i in range(count + 1)]
+        seeds = list(range(len(rows)))
+        rng.shuffle(seeds)
+        left = np.ones(len(rows), dtype=bool)
+        for b in range(count):
+            first = next(i for i in seeds if left[i])
+            candidates = np.flatnonzero(left)
+            # nearest first; the drawn mention itself leads (a unit vector is nearest to itself)
+            ranked = candidates[np.lexsort((candidates, -similarity[first, candidates]))]
+            chosen = [first] + [int(j) for j in ranked if j != first][:cuts[b + 1] - cuts[b] - 1]
+            left[chosen] = False
+            batches.append([records[rows[j]].mention_id for j in chosen])
+    rng.shuffle(batches)
+    return batches
+
+
 def batch_contrastive_loss(vectors: torch.Tensor, cluster_ids: Sequence[str], margin: float) -> torch.Tensor:
     """The contrastive loss over every pair of a batch's mention ``vectors``: the mean over the coreferent
     pairs plus the mean over the others (either mean left out when the batch has no such pair)."""
@@ -359,12 +407,46 @@ class ClustererTask(TrainingTask):
         return [(self.encoder.model, self.args.lr), (self.encoder.head, self.args.head_lr)]
 
     def epoch_batches(self, epoch: int) -> list[list[MentionPair]] | list[list[str]]:
+        remined = self.remined(epoch) if self.args.remine_negatives and epoch > 1 else None
         if self.args.objective == "topic-batch":
+            if remined is not None:
+                return remined  # type: ignore[return-value]
             return topic_batches(list(self.records.values()), self.args.batch_size, self.args.seed, epoch)
-        order = list(self.pairs)
+        order = list(self.pairs) if remined is None else [MentionPair(*pair) for pair in remined]
         epoch_rng(self.args.seed, epoch).shuffle(order)
         size = self.args.batch_size
         return [order[i:i + size] for i in range(0, len(order), size)]
+
+    def remined(self, epoch: int) -> list[list[str]] | list[list[Any]]:
+        """``--remine-negatives``: what ``epoch`` trains on, mined with the encoder as it is at the epoch's
+        start: the topic batches (:func:`hard_topic_batches`), or the pairs with hard negatives from the
+        ``hard_negatives_k`` nearest mentions of the same topic. Kept in the work folder, so that a run
+        resumed inside the epoch reads them back instead of mining with the checkpoint's weights."""
+        name = f"remined_epoch{epoch}.json"
+        saved = self.run.work.read_json(name)
+        if isinstance(saved, list):
+            return saved
+        records = sorted(self.records.values(), key=lambda r: r.mention_id)
+        what = "topic batches" if self.args.objective == "topic-batch" else "hard negatives"
+        self.log(f"Epoch {epoch}: re-mining the {what} with the encoder being trained ({len(records):,} train "
+                 "mentions).")
+        vectors = self.encoder.encode(records, batch_size=self.args.encode_batch_size)
+        mined: list[list[Any]]
+        if self.args.objective == "topic-batch":
+            mined = hard_topic_batches(records, vectors, self.args.batch_size, self.args.seed, epoch)
+        else:
+            topic = {r.mention_id: r.topic for r in records}
+            near = nearest_neighbours(vectors, [r.mention_id for r in records], 4 * self.args.hard_negatives_k)
+            neighbours = {m: [n for n in found if topic[n] == topic[m]][:self.args.hard_negatives_k]
+                          for m, found in near.items()}
+            clusters: dict[str, list[str]] = {}
+            for r in records:
+                clusters.setdefault(r.cluster_id, []).append(r.mention_id)
+            mined = [[p.first, p.second, p.label] for p in training_pairs(
+                clusters, topic, neighbours, self.args.negatives_per_positive, self.args.max_positives_per_cluster,
+                seed=self.args.seed)]
+        self.run.work.write_json(name, mined)
+        return mined
 
     def loss(self, batch: list[MentionPair] | list[str]) -> torch.Tensor:
         import torch
