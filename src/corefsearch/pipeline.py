@@ -20,7 +20,7 @@ from corefsearch.engine import AdhocResult, SearchEngine, query_of
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
-from corefsearch.reader.rerank import ReaderOptions, rerank_hits
+from corefsearch.reader.rerank import ReaderOptions, rerank_many
 from corefsearch.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever
 from corefsearch.run_writer import RunWriter, spans_path_for
 from corefsearch.schema import Query
@@ -203,8 +203,11 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
 
             pairs, workers = rerank_on_ray(reader, retrieved, texts, fusion, ray)
         else:
-            pairs = (rerank_hits(loaded_reader, query, hits, texts, reader.rerank_k, fusion)
-                     for query, hits in track(retrieved, "Re-ranking"))
+            size = reader.batch_queries  # queries whose windows are read together
+            pairs = (pair for start in track(range(0, len(retrieved), size), "Re-ranking",
+                                             total=-(-len(retrieved) // size))
+                     for pair in rerank_many(loaded_reader, retrieved[start:start + size], texts, reader.rerank_k,
+                                             fusion))
         for (query, _), (ranked, read) in zip(retrieved, pairs, strict=True):
             reranked.append((query, ranked))
             span_records.extend(hit.span_record(query.id) for hit in read)
@@ -213,7 +216,8 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
                             "head": reader_config.head, "markers": reader_config.markers,
                             "fusion": fusion, "fusion_from": "model" if fusion_from_model else "--rerank-fusion",
-                            "backend": reader.backend, "spans": str(writer.spans_path.resolve()),
+                            "backend": reader.backend, "batch_queries": reader.batch_queries,
+                            "spans": str(writer.spans_path.resolve()),
                             "seconds": round(time.perf_counter() - reading, 3)}
         if workers is not None:
             fields["reader"]["ray"] = {"workers": workers}

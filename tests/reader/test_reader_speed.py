@@ -62,6 +62,71 @@ def test_one_pass_over_every_window_changes_no_score(tiny_base: Path, head: str)
         assert sorted(described(other)) == sorted(described(hits))
 
 
+@pytest.mark.parametrize("head", ["dpr", "integrated"])
+def test_several_queries_read_together_get_the_scores_and_spans_each_gets_alone(
+        tiny_base: Path, head: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    model = tiny_reader(tiny_base, head)
+    reader = Reader(model)
+    other_query = replace(a_query(), id="q2")
+    items = [(a_query(), MANY), (other_query, SHORT_AND_LONG), (a_query(), []), (other_query, MANY[:3])]
+    alone = [reader.read(query, passages) for query, passages in items]
+    passes = counting_passes(monkeypatch, reader)
+    for cap in (None, 7):
+        passes.clear()
+        together = reader.read_many(items, cap)
+        assert len(together) == len(items) and together[2] == []
+        for one, both in zip(alone, together, strict=True):
+            scores = {h.passage_id: h.score for h in both}
+            assert [scores[h.passage_id] for h in one] == pytest.approx([h.score for h in one], abs=1e-5)
+            assert sorted(described(both)) == sorted(described(one))
+        # No more work (padded tokens + the overhead of a pass) than reading the queries one by one, and
+        # never more windows a pass than the cap.
+        if cap is None:
+            lengths = [[len(w.input_ids) for w in reader.windows(q, p)] for q, p in items if p]
+            alone_cost = sum(len(g) * max(ls[i] for i in g) + PASS_OVERHEAD_TOKENS
+                             for ls in lengths for g in length_buckets(ls))
+            assert sum(len(p) * max(p) + PASS_OVERHEAD_TOKENS for p in passes) <= alone_cost
+        else:
+            assert max(len(p) for p in passes) <= cap
+    assert reader.read_many([]) == []
+
+
+def search_with_reader(dataset: Path, index: Path, reader: Path, out: Path, *options: str) -> dict:
+    """``search`` of the dev queries with ``reader`` (top 8, the top 5 re-ranked) and ``options``; its metadata."""
+    result = runner.invoke(app, ["search", "--index", str(index), "--queries", str(dataset / "queries" / "dev.jsonl"),
+                                 "--out", str(out), "--k", "8", "--query-format", "mention", "--reader", str(reader),
+                                 "--rerank-k", "5", "--device", "cpu", *options])
+    assert result.exit_code == 0, result.output
+    return json.loads(Path(f"{out}.meta.json").read_text())
+
+
+def test_search_reads_queries_together_with_the_run_of_one_at_a_time(tiny_dataset: Path, tiny_index: Path,
+                                                                    exported: Path, tmp_path: Path) -> None:
+    queries = tiny_dataset / "queries" / "dev.jsonl"
+    runs = {}
+    for size in ("1", "5"):
+        out = tmp_path / f"{size}.trec"
+        meta = search_with_reader(tiny_dataset, tiny_index, exported, out, "--rerank-batch-queries", size)
+        assert meta["reader"]["batch_queries"] == int(size)
+        runs[size] = (read_run(out), Path(f"{out}.spans.jsonl").read_text())
+    (one_run, one_spans), (five_run, five_spans) = runs["1"], runs["5"]
+    assert five_run.keys() == one_run.keys()
+    for qid, scores in one_run.items():
+        assert five_run[qid].keys() == scores.keys()
+        assert [five_run[qid][pid] for pid in scores] == pytest.approx(list(scores.values()), abs=1e-5)
+    assert len(five_spans.splitlines()) == len(one_spans.splitlines())
+    for bad, message in ((["--rerank-batch-queries", "0"], "--rerank-batch-queries must be at least 1"),):
+        result = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries", str(queries), "--out",
+                                     str(tmp_path / "bad.trec"), "--reader", str(exported), "--device", "cpu", *bad])
+        assert result.exit_code == 1 and message in flat(result.output), result.output
+        assert not (tmp_path / "bad.trec").exists()
+    result = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries", str(queries), "--out",
+                                 str(tmp_path / "bad.trec"), "--rerank-batch-queries", "4"])
+    assert result.exit_code == 1 and "--rerank-batch-queries sizes the reader's passes" in flat(result.output)
+
+
 def counting_passes(monkeypatch: pytest.MonkeyPatch, reader: Reader) -> list[list[int]]:
     """The window lengths of every forward pass ``reader`` makes from now on."""
     passes: list[list[int]] = []
@@ -184,15 +249,11 @@ def test_int8_backend_reads_every_passage_with_finite_scores(exported: Path) -> 
 
 def test_search_with_the_onnx_backend_writes_the_torch_run(tiny_dataset: Path, tiny_index: Path, exported: Path,
                                                           tmp_path: Path) -> None:
-    queries = tiny_dataset / "queries" / "dev.jsonl"
     runs = {}
     for backend in ("torch", "onnx"):
         out = tmp_path / f"{backend}.trec"
-        result = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries", str(queries), "--out",
-                                     str(out), "--k", "8", "--query-format", "mention", "--reader", str(exported),
-                                     "--rerank-k", "5", "--backend", backend, "--device", "cpu"])
-        assert result.exit_code == 0, result.output
-        assert json.loads(Path(f"{out}.meta.json").read_text())["reader"]["backend"] == backend
+        assert search_with_reader(tiny_dataset, tiny_index, exported, out, "--backend", backend)["reader"][
+            "backend"] == backend
         spans = {(r["qid"], r["passage_id"]): (r["start"], r["end"]) for _, r in read_jsonl(Path(f"{out}.spans.jsonl"))}
         runs[backend] = (read_run(out), spans)
     (torch_run, torch_spans), (onnx_run, onnx_spans) = runs["torch"], runs["onnx"]

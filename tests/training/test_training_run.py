@@ -40,22 +40,22 @@ DEFAULTS: dict[type, dict[str, Any]] = {
         "base_model": None, "shared_encoder": False, "markers": True, "pooling": "cls", "epochs": 5, "batch_size": 16,
         "lr": 1e-5, "weight_decay": 0.01, "warmup": 0.1, "max_query_len": 64, "max_passage_len": 180,
         "hard_negatives": 20, "refresh_negatives": False, "positives_per_query": None, "seed": 13, "max_steps": None,
-        "device": "auto",
+        "device": "auto", "precision": "auto",
         "dev_max_queries": 500, "threads": None, "log_every": None, "checkpoint_every": 500},
     ReaderTrainingArguments: {
         "head": "integrated", "base_model": None, "markers": True, "epochs": 3, "batch_size": 4, "lr": 2e-5,
         "head_lr": 1e-3, "weight_decay": 0.01, "warmup": 0.1, "negatives": 23, "negatives_from": 50,
         "span_weight": 1.0, "ranking_loss": "softmax", "max_length": 256, "max_query_len": 64, "doc_stride": 128,
         "max_span_len": 10, "hidden": 128, "top_spans": 5, "seed": 13, "max_steps": None, "max_train_queries": None,
-        "device": "auto", "dev_max_queries": 200, "dev_rerank_k": 50, "threads": None, "log_every": None,
-        "checkpoint_every": 500},
+        "device": "auto", "precision": "auto", "dev_max_queries": 200, "dev_rerank_k": 50, "threads": None,
+        "log_every": None, "checkpoint_every": 500},
     ClustererTrainingArguments: {
         "base_model": None, "objective": "topic-batch", "epochs": 3, "batch_size": 64, "lr": 5e-5, "head_lr": 1e-3,
         "weight_decay": 0.01, "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0,
         "max_positives_per_cluster": 200, "hard_negatives_k": 10, "remine_negatives": False, "scope": "topic",
         "lemma_weights": "0",
         "mlp_hidden": 1024, "mlp_out": 1024, "max_length": 128, "seed": 13, "max_steps": None, "device": "auto",
-        "threads": None, "log_every": None,
+        "precision": "auto", "threads": None, "log_every": None,
         "encode_batch_size": 64, "checkpoint_every": 500},
 }
 
@@ -238,7 +238,8 @@ def test_claim_records_the_run_and_seeds(tmp_path: Path) -> None:
     assert record["dataset"] == str(tmp_path.resolve()) and record["passages_sha256"] == "sha256:p"
     finished = run.finished_record(counts={"steps": 3})
     assert list(finished) == ["kind", "corefsearch_version", "created", *list(record)[2:], "device",
-                              "checkpoint_every", "counts"]
+                              "precision", "checkpoint_every", "counts"]
+    assert finished["precision"] == "fp32"
     assert (finished["device"], finished["checkpoint_every"], finished["counts"]) == ("cpu", 500, {"steps": 3})
 
 

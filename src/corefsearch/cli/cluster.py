@@ -8,7 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.cli.app import app, console, user_errors
-from corefsearch.cli.options import RayCpusOption, RayOption, RayWorkersOption, ray_options
+from corefsearch.cli.options import (
+    PrecisionOption,
+    RayCpusOption,
+    RayOption,
+    RayWorkersOption,
+    precision_scope,
+    ray_options,
+)
 from corefsearch.cli.report import print_cluster_summary
 
 
@@ -43,6 +50,7 @@ def cluster_command(
                  ] = None,
     batch_size: Annotated[int, typer.Option(help="With --method encoder: mentions encoded per batch.")] = 64,
     device: Annotated[str, typer.Option(help="With --method encoder: auto | cpu | cuda")] = "auto",
+    precision: PrecisionOption = "auto",
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = None,
@@ -51,10 +59,11 @@ def cluster_command(
     or a trained mention encoder)."""
     from corefsearch.pipeline import cluster_dataset
 
-    summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
-                              topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
-                              batch_size=batch_size, device=device, lemma_weight=lemma_weight,
-                              ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
+    ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
+    with precision_scope(precision, ray=ray_given):
+        summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
+                                  topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
+                                  batch_size=batch_size, device=device, lemma_weight=lemma_weight, ray=ray_given)
     print_cluster_summary(summary, scope, console)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.cli.app import app, console, user_errors
+from corefsearch.cli.options import PrecisionOption, precision_scope
 from corefsearch.cli.report import print_add_summary
 from corefsearch.errors import CorefSearchError
 
@@ -95,14 +96,16 @@ def add_command(
     encoder: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Dense: the passage encoder (default: the one the dense index was built with).")] = None,
     device: Annotated[str, typer.Option(help="Dense: auto | cpu | cuda.")] = "auto",
+    precision: PrecisionOption = "auto",
     batch_size: Annotated[int, typer.Option(help="Dense: passages per encoder batch.")] = 64,
     threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
 ) -> None:
     """Append new documents to a dataset and its indexes without a rebuild (all switched in at the end)."""
     from corefsearch.add import add_documents
 
-    summary = add_documents(dataset, corpus, index or [], encoder=encoder, device=device, batch_size=batch_size,
-                            threads=threads)
+    with precision_scope(precision):
+        summary = add_documents(dataset, corpus, index or [], encoder=encoder, device=device,
+                                batch_size=batch_size, threads=threads)
     print_add_summary(summary, console)
 
 

@@ -9,7 +9,15 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.cli.app import app, console, user_errors
-from corefsearch.cli.options import ENCODER_HELP, RayCpusOption, RayOption, RayWorkersOption, ray_options
+from corefsearch.cli.options import (
+    ENCODER_HELP,
+    PrecisionOption,
+    RayCpusOption,
+    RayOption,
+    RayWorkersOption,
+    precision_scope,
+    ray_options,
+)
 from corefsearch.errors import CorefSearchError
 
 
@@ -35,6 +43,7 @@ def index_command(
     merge_shards: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="With --dense: merge the N shards in OUT/dense-shards/ into OUT/dense.")] = None,
     device: Annotated[str, typer.Option(help="With --dense: auto | cpu | cuda.")] = "auto",
+    precision: PrecisionOption = "auto",
     chunk_size: Annotated[int, typer.Option(
         help="With --dense: passages per saved chunk (what an interrupted run resumes from; "
              "shards are whole chunks).")] = 8192,
@@ -58,7 +67,8 @@ def index_command(
           or ray is not None):
         raise CorefSearchError("--encoder, --shard, --merge-shards, --backend and --ray build the dense index: "
                                "add --dense")
-    summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite, fields=fields)
+    with precision_scope(precision, backend=backend, ray=dense_options.ray if dense_options else None):
+        summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite, fields=fields)
     print_index_summary(summary, console)
 
 

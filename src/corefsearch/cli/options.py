@@ -37,9 +37,15 @@ FusionOption = Annotated[str, typer.Option(help="Hybrid: rrf (reciprocal rank, k
 AlphaOption = Annotated[float, typer.Option(
     help="Hybrid --fusion interpolate: alpha·dense + (1-alpha)·BM25 on min-max normalised scores.")]
 DeviceOption = Annotated[str, typer.Option(help="Dense and reader: auto | cpu | cuda.")]
+PrecisionOption = Annotated[str, typer.Option(
+    help="Numeric precision of the models' forward passes: auto (bf16 on a GPU that has it, fp32 on the CPU) | "
+         "fp32 | bf16 | fp16. The weights stay fp32.")]
 ReaderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.")]
 RerankOption = Annotated[int, typer.Option(help="With --reader: re-rank the top N retrieved passages.")]
+RerankBatchQueriesOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="With --reader: read the windows of N queries together, in passes across them (fuller passes on a GPU; "
+         "the same scores; default 8).")]
 BackendOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     help="Run the transformer encoders (the dense query encoder with --retriever dense|hybrid, the reader's with "
          "--reader) with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, from the exports "
@@ -51,17 +57,20 @@ RerankFusionOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
 
 
 def reader_options(reader: Path | None, rerank_k: int, device: str, fusion: str | None, backend: str | None = None,
-            dense: bool = False) -> Any:
+            dense: bool = False, batch_queries: int | None = None) -> Any:
     """The reader's options; ``dense``: a dense retriever runs too (``--backend`` applies to it)."""
     if reader is None:
+        if batch_queries is not None:
+            raise CorefSearchError("--rerank-batch-queries sizes the reader's passes: add --reader MODEL_DIR")
         if backend is not None and not dense:
             raise CorefSearchError("--backend chooses the runtime of the transformer encoders, the dense retriever's "
                                    "and the reader's, and BM25 has none: add --reader MODEL_DIR, or use "
                                    "--retriever dense|hybrid")
         return None
-    from corefsearch.reader.rerank import ReaderOptions
+    from corefsearch.reader.rerank import DEFAULT_BATCH_QUERIES, ReaderOptions
 
-    return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch")
+    return ReaderOptions(reader, rerank_k, device=device, fusion=fusion, backend=backend or "torch",
+                         batch_queries=DEFAULT_BATCH_QUERIES if batch_queries is None else batch_queries)
 
 
 EfSearchOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
@@ -128,20 +137,39 @@ class SearchSetup:
 def search_setup(retrievers: list[str], *, query_format: str, rm3: bool, rocchio: bool, fields: str | None,
                  threads: int, encoder: str | None, fusion: str, alpha: float, device: str, reader: Path | None,
                  rerank_k: int, backend: str | None, rerank_fusion: str | None, ef_search: int | None,
-                 nprobe: int | None) -> SearchSetup:
+                 nprobe: int | None, rerank_batch_queries: int | None = None) -> SearchSetup:
     """The one builder of the option objects ``search``, ``query`` and ``serve`` share; ``retrievers``: the
     retrievers opened (the first answers by default), which decide whether the dense options apply."""
     dense = any(is_dense(name) for name in retrievers)
     return SearchSetup(bm25_options(query_format, rm3, rocchio, fields, threads),
                        retrieval_options(retrievers[0], encoder, fusion, alpha, device, backend, ef_search, nprobe,
                                          dense),
-                       reader_options(reader, rerank_k, device, rerank_fusion, backend, dense))
+                       reader_options(reader, rerank_k, device, rerank_fusion, backend, dense, rerank_batch_queries))
 
 
 def search_options(given: dict[str, Any]) -> dict[str, Any]:
     """The options of :func:`search_setup` among a command's parameters (``locals()`` of search, query or
-    serve, which all declare them); ``threads`` only where the command has it (search), else 1."""
+    serve, which all declare them); ``threads`` and ``rerank_batch_queries`` only where the command has them
+    (search), else 1 and the default."""
     import inspect
 
+    only_search = {"threads": 1, "rerank_batch_queries": None}
     names = [name for name in inspect.signature(search_setup).parameters if name != "retrievers"]
-    return {name: given.get(name, 1) if name == "threads" else given[name] for name in names}
+    return {name: given.get(name, only_search[name]) if name in only_search else given[name] for name in names}
+
+
+def precision_scope(precision: str, *, backend: str | None = None, ray: Any = None) -> Any:
+    """The ``--precision`` scope a command runs in (:func:`corefsearch.precision.using`), checked where it
+    enters: an explicit bf16 or fp16 is refused with an ONNX backend (ONNX Runtime runs the export in the
+    precision it was written in) and with ``--ray`` (the workers run each in ``auto`` for its own device)."""
+    from corefsearch.precision import check_precision, using
+
+    check_precision(precision)
+    if precision in ("bf16", "fp16"):
+        if backend not in (None, "torch"):
+            raise CorefSearchError(f"--precision {precision} runs the torch encoder in {precision}; --backend "
+                                   f"{backend} runs an ONNX export as it was written: leave out one of them")
+        if ray is not None:
+            raise CorefSearchError(f"--precision {precision}: with --ray each worker runs in auto (bf16 on a GPU "
+                                   "that has it, fp32 on the CPU); leave out --precision")
+    return using(precision)

@@ -22,16 +22,19 @@ from corefsearch.cli.options import (
     FusionOption,
     IndexOption,
     NprobeOption,
+    PrecisionOption,
     RayCpusOption,
     RayOption,
     RayWorkersOption,
     ReaderOption,
+    RerankBatchQueriesOption,
     RerankFusionOption,
     RerankOption,
     RetrieverOption,
     Rm3Option,
     RocchioOption,
     SearchEncoderOption,
+    precision_scope,
     ray_options,
     search_options,
     search_setup,
@@ -57,8 +60,10 @@ def search_command(
     fusion: FusionOption = "rrf",
     alpha: AlphaOption = 0.5,
     device: DeviceOption = "auto",
+    precision: PrecisionOption = "auto",
     reader: ReaderOption = None,
     rerank_k: RerankOption = 50,
+    rerank_batch_queries: RerankBatchQueriesOption = None,
     backend: BackendOption = None,
     rerank_fusion: RerankFusionOption = None,
     ef_search: EfSearchOption = None,
@@ -78,9 +83,10 @@ def search_command(
     from corefsearch.pipeline import search_to_run
 
     setup = search_setup([retriever], **search_options(locals()))
-    summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
-                            reader=setup.reader, spans_out=spans_out, save_topics=save_topics,
-                            ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
+    ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
+    with precision_scope(precision, backend=backend, ray=ray_given):
+        summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
+                                reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given)
     print_search_summary(summary, console)
 
 
@@ -110,6 +116,7 @@ def query_command(
     fusion: FusionOption = "rrf",
     alpha: AlphaOption = 0.5,
     device: DeviceOption = "auto",
+    precision: PrecisionOption = "auto",
     reader: ReaderOption = None,
     rerank_k: RerankOption = 50,
     backend: BackendOption = None,
@@ -126,8 +133,9 @@ def query_command(
     from corefsearch.pipeline import adhoc_query
 
     setup = search_setup([retriever], **search_options(locals()))
-    result = adhoc_query(index, mention, context, occurrence, k=k, options=setup.bm25, retrieval=setup.retrieval,
-                         reader=setup.reader, dataset=dataset, qid=qid)
+    with precision_scope(precision, backend=backend):
+        result = adhoc_query(index, mention, context, occurrence, k=k, options=setup.bm25,
+                             retrieval=setup.retrieval, reader=setup.reader, dataset=dataset, qid=qid)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -166,6 +174,7 @@ def serve_command(
     fusion: FusionOption = "rrf",
     alpha: AlphaOption = 0.5,
     device: DeviceOption = "auto",
+    precision: PrecisionOption = "auto",
     rerank_k: RerankOption = 50,
     backend: BackendOption = None,
     rerank_fusion: RerankFusionOption = None,
@@ -188,18 +197,19 @@ def serve_command(
     limits.validate()
     started = time.perf_counter()
     setup = search_setup(names, **search_options(locals()))
-    engine = SearchEngine.open(index, options=setup.bm25, retrieval=setup.retrieval, reader=setup.reader,
-                               dataset=dataset, retrievers=names)
-    loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
-    err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
-                      f"{', '.join(engine.retrievers)}", markup=False, highlight=False)
-    if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
-        warnings.warn(f"--host {host} lets other machines search this index without a key: consider --api-key",
-                      stacklevel=1)
-    app_ = create_app(engine, api_key=api_key, limits=limits, threads=search_threads)
-    shown = f"[{host}]" if ":" in host else host
-    err_console.print(f"Serving on http://{shown}:{port}/ (the page; the API's documentation at /docs); "
-                      "Ctrl-C or SIGTERM stops", markup=False, highlight=False)
-    serve_forever(app_, host, port)
+    with precision_scope(precision, backend=backend):  # the server runs in it until stopped
+        engine = SearchEngine.open(index, options=setup.bm25, retrieval=setup.retrieval, reader=setup.reader,
+                                   dataset=dataset, retrievers=names)
+        loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
+        err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
+                          f"{', '.join(engine.retrievers)}", markup=False, highlight=False)
+        if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
+            warnings.warn(f"--host {host} lets other machines search this index without a key: consider --api-key",
+                          stacklevel=1)
+        app_ = create_app(engine, api_key=api_key, limits=limits, threads=search_threads)
+        shown = f"[{host}]" if ":" in host else host
+        err_console.print(f"Serving on http://{shown}:{port}/ (the page; the API's documentation at /docs); "
+                          "Ctrl-C or SIGTERM stops", markup=False, highlight=False)
+        serve_forever(app_, host, port)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from corefsearch.cli.app import app, console, log_line, user_errors
+from corefsearch.cli.options import PrecisionOption
 from corefsearch.cli.report import print_training_summary
 
 # --- corefsearch train ... ----------------------------------------------------------------------------
@@ -67,6 +68,7 @@ def train_retriever_command(
     seed: SeedOption = 13,
     max_steps: MaxStepsOption = None,
     device: TrainDeviceOption = "auto",
+    precision: PrecisionOption = "auto",
     dev_max_queries: Annotated[int, typer.Option(
         help="Dev queries (a seeded sample) scored over the dev passages after each epoch.")] = 500,
     threads: ThreadsOption = None,
@@ -124,6 +126,7 @@ def train_reader_command(
     log_every: LogEveryOption = None,
     dev_rerank_k: Annotated[int, typer.Option(help="Dev: re-rank the run's top N.")] = 50,
     device: TrainDeviceOption = "auto",
+    precision: PrecisionOption = "auto",
     checkpoint_every: CheckpointEveryOption = 500,
     overwrite: RetrainOption = False,
 ) -> None:
@@ -171,6 +174,7 @@ def train_clusterer_command(
     seed: SeedOption = 13,
     max_steps: MaxStepsOption = None,
     device: TrainDeviceOption = "auto",
+    precision: PrecisionOption = "auto",
     threads: ThreadsOption = None,
     log_every: LogEveryOption = None,
     checkpoint_every: CheckpointEveryOption = 500,

@@ -232,13 +232,16 @@ class MentionEncoder(EncoderWithHead):
         import torch
         import torch.nn.functional as F
 
+        from corefsearch.precision import autocast
+
         batch = self.batch(records)
         mention_mask = batch.pop("mention_mask")
-        hidden = self.model(**batch).last_hidden_state
-        cls = hidden[:, 0]
-        summed = (hidden * mention_mask.unsqueeze(-1)).sum(dim=1)
-        vector = torch.cat([self.head.cls(cls), self.head.mention(summed)], dim=-1)
-        return F.normalize(vector, dim=-1)
+        with autocast(self.device):  # the --precision scope (fp32: nothing)
+            hidden = self.model(**batch).last_hidden_state
+            cls = hidden[:, 0]
+            summed = (hidden * mention_mask.unsqueeze(-1).to(hidden.dtype)).sum(dim=1)
+            vector = torch.cat([self.head.cls(cls), self.head.mention(summed)], dim=-1)
+        return F.normalize(vector.float(), dim=-1)
 
     def plan(self, records: Sequence[MentionRecord], batch_size: int = 32) -> EncodingPlan:
         """The batches :meth:`encode` runs for ``records``: identical inputs once, the rest in order of length."""

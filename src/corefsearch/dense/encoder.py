@@ -146,14 +146,18 @@ class TextEncoder:
         return inputs
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Pooled vectors (with gradients when the model is training). The model is the torch
+        """Pooled vectors (with gradients when the model is training), in the precision of the
+        current ``--precision`` scope (:mod:`corefsearch.precision`). The model is the torch
         encoder or an ONNX Runtime one (``OnnxEncoder``, ``--backend onnx``): pooling stays here."""
+        from corefsearch.precision import autocast
+
         inputs = self.model_inputs(batch, getattr(self.model, "input_names", None))
-        hidden = self.model(**inputs).last_hidden_state
-        if self.config.pooling == "cls":
-            return hidden[:, 0]
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        with autocast(self.device):  # the --precision scope (fp32: nothing)
+            hidden = self.model(**inputs).last_hidden_state
+            if self.config.pooling == "cls":
+                return hidden[:, 0]
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
     def encode_queries(self, queries: Sequence[Query], max_length: int = 64, batch_size: int = 64,
                        description: str | None = None) -> np.ndarray:

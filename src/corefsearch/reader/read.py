@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.precision import autocast
 from corefsearch.reader.inputs import (
     PASS_OVERHEAD_TOKENS,
     PairWindow,
@@ -115,44 +116,65 @@ class Reader:
         return pair_windows(self.model.tokenizer, self.query_window(query), tokens, self.config.max_length,
                             self.config.doc_stride)
 
-    def passes(self, windows: Sequence[PairWindow]) -> list[list[int]]:
-        """The indices of ``windows`` read in each forward pass, in order of length."""
+    def passes(self, windows: Sequence[PairWindow], max_pass: int | None = None) -> list[list[int]]:
+        """The indices of ``windows`` read in each forward pass, in order of length (at most ``batch_size``
+        windows a pass, else at most ``max_pass``, else any number)."""
+        if not windows:
+            return []
         lengths = [len(w.input_ids) for w in windows]
+        cap = self.batch_size or max_pass
         if self.pass_overhead is not None:
-            return length_buckets(lengths, self.pass_overhead, self.batch_size)
+            return length_buckets(lengths, self.pass_overhead, cap)
         order = sorted(range(len(windows)), key=lambda i: lengths[i])
-        size = self.batch_size or len(order)
+        size = cap or len(order)
         return [order[begin:begin + size] for begin in range(0, len(order), size)]
 
     def read(self, query: Query, passages: Sequence[tuple[str, str]]) -> list[ReaderHit]:
         """``passages`` as ``(passage_id, text)``; the hits sorted by the reader's score."""
+        return self.read_many([(query, passages)])[0]
+
+    def read_many(self, items: Sequence[tuple[Query, Sequence[tuple[str, str]]]],
+                  max_pass: int | None = None) -> list[list[ReaderHit]]:
+        """:meth:`read` of several queries (``(query, passages)`` each), their windows read together: the
+        windows of all the queries are sorted by length and cut into passes as one query's are, so that a
+        GPU reads a few full passes instead of many small ones (on the CPU, where the work is the padded
+        tokens, it changes little). ``max_pass`` caps the windows per pass when ``batch_size`` does not
+        (it bounds the memory and the cost of cutting). Every score and span is the one :meth:`read`
+        gives for its query alone: a window is read the same in any pass."""
         import torch
 
-        if not passages:
-            return []
-        windows = self.windows(query, passages)
-        best: dict[int, tuple[float, int, int, int]] = {}  # passage -> (score, window, first, last)
+        windows: list[PairWindow] = []
+        owners: list[int] = []  # the item of each window
+        for item, (query, passages) in enumerate(items):
+            if passages:
+                found = self.windows(query, passages)
+                windows += found
+                owners += [item] * len(found)
+        best: dict[tuple[int, int], tuple[float, int, int, int]] = {}  # (item, passage) -> score, window, first, last
         self.model.train(False)
-        with torch.inference_mode():
-            for group in self.passes(windows):
+        with torch.inference_mode(), autocast(self.model.device):  # the --precision scope (fp32: nothing)
+            for group in self.passes(windows, max_pass):
                 batch = [windows[i] for i in group]
                 output = self.model.forward(batch)
                 scores, firsts, lasts = self.model.window_scores(output, batch)
                 for j, window_index in enumerate(group):
-                    passage = windows[window_index].passage
+                    key = (owners[window_index], windows[window_index].passage)
                     score = float(scores[j])
                     if math.isinf(score):  # a window without passage tokens (an empty passage)
                         score = EMPTY_SCORE
-                    if passage not in best or score > best[passage][0]:
-                        best[passage] = (score, window_index, int(firsts[j]), int(lasts[j]))
-        hits = []
-        for passage_index, (pid, text) in enumerate(passages):
-            score, window_index, first, last = best[passage_index]
-            window = windows[window_index]
-            if window.n_passage_tokens:
-                start, end = window.char_span(first, last)
-            else:
-                start = end = 0
-            hits.append(ReaderHit(pid, score, start, end, text[start:end]))
-        hits.sort(key=lambda h: -h.score)
-        return hits
+                    if key not in best or score > best[key][0]:
+                        best[key] = (score, window_index, int(firsts[j]), int(lasts[j]))
+        results = []
+        for item, (_, passages) in enumerate(items):
+            hits = []
+            for passage_index, (pid, text) in enumerate(passages):
+                score, window_index, first, last = best[item, passage_index]
+                window = windows[window_index]
+                if window.n_passage_tokens:
+                    start, end = window.char_span(first, last)
+                else:
+                    start = end = 0
+                hits.append(ReaderHit(pid, score, start, end, text[start:end]))
+            hits.sort(key=lambda h: -h.score)
+            results.append(hits)
+        return results

@@ -12,6 +12,8 @@ from corefsearch.errors import InputError
 from corefsearch.schema import Hit, Query
 
 RERANK_FUSIONS = ("reader", "rrf")
+DEFAULT_BATCH_QUERIES = 8  # queries whose windows are read together (search over a queries file)
+MAX_PASS_WINDOWS = 256  # windows per pass at most when several queries are read together
 
 
 @dataclass
@@ -26,6 +28,9 @@ class ReaderOptions:
     backend: str = "torch"  # the encoder's runtime: torch | onnx | onnx-int8 (MODEL_DIR/onnx/, export-onnx)
     threads: int | None = None  # ONNX Runtime intra-op threads (default: torch's)
     device: str = "auto"
+    # queries whose windows `search` reads together, in passes across them (1: each query alone); the
+    # scores are the same either way (see Reader.read_many)
+    batch_queries: int = DEFAULT_BATCH_QUERIES
     # reader: the reader's order; rrf: reciprocal rank fusion with the retriever's; None: the fusion
     # `train reader` recorded in the reader's folder (corefsearch_reader.json), see fusion_for
     fusion: str | None = None
@@ -33,6 +38,8 @@ class ReaderOptions:
     def validate(self) -> None:
         if self.rerank_k < 1:
             raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        if self.batch_queries < 1:
+            raise InputError(f"--rerank-batch-queries must be at least 1, got {self.batch_queries}")
         from corefsearch.models import check_device
 
         check_device(self.device)
@@ -77,6 +84,15 @@ def rerank_hits(reader: Any, query: Query, hits: list[Any], texts: dict[str, dic
     head = hits[:rerank_k]
     read = reader.read(query, [(h.passage_id, texts[h.passage_id]["text"]) for h in head])
     return order_reranked(read, hits, rerank_k, fusion), read
+
+
+def rerank_many(reader: Any, block: list[tuple[Query, list[Any]]], texts: dict[str, dict[str, Any]],
+                rerank_k: int, fusion: str = "reader") -> list[tuple[list[Any], list[Any]]]:
+    """:func:`rerank_hits` of each ``(query, hits)`` of ``block``, the windows of all of them read together
+    (:meth:`~corefsearch.reader.read.Reader.read_many`): the same results, in fewer, fuller passes."""
+    items = [(query, [(h.passage_id, texts[h.passage_id]["text"]) for h in hits[:rerank_k]]) for query, hits in block]
+    reads = reader.read_many(items, MAX_PASS_WINDOWS) if len(block) > 1 else [reader.read(*items[0])] if block else []
+    return [(order_reranked(read, hits, rerank_k, fusion), read) for (_, hits), read in zip(block, reads, strict=True)]
 
 
 def order_reranked(read: list[Any], hits: list[Any], rerank_k: int, fusion: str = "reader") -> list[Any]:

@@ -440,7 +440,7 @@ class ReaderTask(TrainingTask):
             loss = self.example_loss(example)
             if loss is None:
                 continue
-            (loss / len(batch)).backward()
+            self.scaled(loss / len(batch)).backward()
             total += float(loss.detach())
             counted += 1
         return total / counted if counted else 0.0

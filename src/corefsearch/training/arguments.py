@@ -2,7 +2,7 @@
 arguments subclass (as sentence-transformers' trainers subclass its ``TrainingArguments``).
 
 The base holds the fields of the loop and the run (epochs, batch size, learning rate, weight decay,
-warm-up, seed, max steps, device, threads, progress lines, checkpoints, the base model) with their
+warm-up, seed, max steps, device, precision, threads, progress lines, checkpoints, the base model) with their
 checks in :meth:`TrainingArguments.validate`, and turns them into what the loop takes
 (:meth:`~TrainingArguments.loop_options`) and into the options a run is recorded by
 (:meth:`~TrainingArguments.recorded_options`). A trainer's subclass adds only its own fields and
@@ -36,6 +36,7 @@ class TrainingArguments:
     seed: int = 13
     max_steps: int | None = None  # stop after this many optimizer steps in all
     device: str = "auto"
+    precision: str = "auto"  # fp32 | bf16 | fp16 | auto (bf16 on a GPU that has it, fp32 on the CPU)
     threads: int | None = None  # torch CPU threads; None: torch's default
     log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
     checkpoint_every: int = 500  # steps between checkpoints; 0: only at epoch ends (and on Ctrl-C)
@@ -45,7 +46,7 @@ class TrainingArguments:
     kind: ClassVar[str] = "model"
     #: Fields that change how a run goes, not what it computes: they are left out of the recorded
     #: options, so a run resumes under other values of them.
-    run_only: ClassVar[tuple[str, ...]] = ("device", "threads", "log_every", "checkpoint_every")
+    run_only: ClassVar[tuple[str, ...]] = ("device", "precision", "threads", "log_every", "checkpoint_every")
     #: The order of the recorded options (``training_args.json``); fields not named follow in
     #: declaration order. The trainers name theirs to keep their model folders as they were.
     options_order: ClassVar[tuple[str, ...]] = ()
@@ -63,8 +64,10 @@ class TrainingArguments:
         if not 0 <= self.warmup < 1:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
         from corefsearch.models import check_device
+        from corefsearch.precision import check_precision
 
         check_device(self.device)
+        check_precision(self.precision)
 
     def learning_rates(self) -> dict[str, float]:
         """The learning rates by option (a trainer with a head adds ``--head-lr``)."""

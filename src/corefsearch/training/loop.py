@@ -57,6 +57,8 @@ class LoopOptions:
     log_every: int | None = None  # steps between progress lines; None: resolve_log_every's default
     max_grad_norm: float = 1.0
     overwrite: bool = False  # replace an existing OUT at the end
+    device: str = "cpu"  # where the task's modules are (the autocast's device type)
+    precision: str = "fp32"  # resolved (corefsearch.precision.resolve): fp32 | bf16 | fp16
 
 
 @dataclass
@@ -93,6 +95,8 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
     import torch
     from transformers import get_linear_schedule_with_warmup
 
+    from corefsearch.precision import autocast, grad_scaler
+
     log = log or default_log
     steps_per_epoch = task.steps_per_epoch
     total_steps = total_steps_of(steps_per_epoch, options, log)
@@ -101,6 +105,10 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
     parameters = [p for module in modules for p in module.parameters()]
     optimizer = adamw(groups, options.weight_decay)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(options.warmup * total_steps), total_steps)
+    # fp16 scales the loss so that small gradients do not underflow; bf16 and fp32 need no scaler. The
+    # scale is not checkpointed: a resumed run starts it again at its default and it settles in a few steps.
+    scaler = grad_scaler(options.device, options.precision)
+    task.loss_scale = scaler.scale if scaler is not None else None
 
     state: dict[str, Any] = {"epoch": 1, "step_in_epoch": 0, "global_step": 0, "loss_sum": 0.0,
                              "loss_count": 0, "dev_curve": [], "best_epoch": None, "best_score": None}
@@ -176,10 +184,17 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
                         break
                     started = time.perf_counter()
                     optimizer.zero_grad(set_to_none=True)
-                    value = task.backward(batch)
+                    with autocast(options.device, options.precision):
+                        value = task.backward(batch)
+                    if scaler is not None:
+                        scaler.unscale_(optimizer)
                     torch.nn.utils.clip_grad_norm_(parameters, options.max_grad_norm)
                     updating = True
-                    optimizer.step()
+                    if scaler is not None:
+                        scaler.step(optimizer)  # skipped when a gradient is not finite
+                        scaler.update()
+                    else:
+                        optimizer.step()
                     scheduler.step()
                     state["global_step"] += 1
                     state["step_in_epoch"] += 1

@@ -85,12 +85,26 @@ class Run:
         """``training_args.json``: the run record, the device, ``checkpoint_every``, when it was written,
         then ``rest`` (counts, best epoch, ...)."""
         head = manifest_record(training_kind(self.args.kind), {})  # kind, corefsearch_version, created
-        return {**head, **self.record, "device": self.device, "checkpoint_every": self.args.checkpoint_every, **rest}
+        return {**head, **self.record, "device": self.device, "precision": self.precision,
+                "checkpoint_every": self.args.checkpoint_every, **rest}
+
+    @property
+    def precision(self) -> str:
+        """What ``--precision`` means on the run's device: fp32, bf16 or fp16."""
+        from corefsearch.precision import resolve
+
+        return resolve(self.args.precision, self.device)
 
     def train(self, task: TrainingTask, on_step: Callable[[int, float], None] | None = None) -> LoopResult:
-        """Run ``task`` through the training loop into ``OUT``."""
-        return train_loop(task, self.work, self.out, self.args.loop_options(self.overwrite), log=self.log,
-                          on_step=on_step)
+        """Run ``task`` through the training loop into ``OUT``, its steps and dev evaluations in the
+        run's precision."""
+        from dataclasses import replace
+
+        from corefsearch.precision import using
+
+        options = replace(self.args.loop_options(self.overwrite), device=self.device, precision=self.precision)
+        with using(self.args.precision):
+            return train_loop(task, self.work, self.out, options, log=self.log, on_step=on_step)
 
     def summary(self, result: LoopResult, extras: E) -> TrainingSummary[E]:
         loop = {name.name: getattr(result, name.name) for name in fields(LoopResult)}

@@ -50,7 +50,7 @@ resume and the choice of the best epoch behave the same for all three.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,9 @@ class TrainingTask(ABC):
     #: The ``dev_metrics()`` key that picks the best epoch.
     selection_metric: str = "score"
     greater_is_better: bool = True
+    #: Set by the loop for fp16 training (``GradScaler.scale``); a task that overrides
+    #: :meth:`backward` back-propagates ``self.scaled(loss)``.
+    loss_scale: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     @property
     @abstractmethod
@@ -89,8 +92,12 @@ class TrainingTask(ABC):
     def backward(self, batch: Any) -> float:
         """Back-propagate one batch's loss (the gradients were zeroed); return the loss."""
         loss = self.loss(batch)
-        loss.backward()
+        self.scaled(loss).backward()
         return float(loss.detach())
+
+    def scaled(self, loss: torch.Tensor) -> torch.Tensor:
+        """``loss`` as it is back-propagated: scaled for fp16 training (``loss_scale``), else as it is."""
+        return loss if self.loss_scale is None else self.loss_scale(loss)
 
     def dev_metrics(self) -> dict[str, float]:
         """The dev metrics of the model as it is now (only called when ``has_dev``)."""
