@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     # floor: shared plumbing, knows no wing
     "corefsearch": 0, "errors": 0, "schema": 0, "io": 0, "artefacts": 0, "models": 0, "training": 0,
     "evaluate.metrics": 0, "progress": 0, "memory": 0, "windows": 0, "segmentation": 0, "nlp": 0,
-    "onnx_backend": 0, "model_card": 0, "run_writer": 0,
+    "onnx_backend": 0, "model_card": 0, "run_writer": 0, "precision": 0, "faiss_gpu": 0,
     # wings
     "datasets": 1, "sparse": 1, "dense": 1, "reader": 1, "cluster": 1, "fusion": 1, "evaluate": 1,
     # stages: compose wings

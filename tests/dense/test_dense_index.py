@@ -567,3 +567,27 @@ def test_nprobe_over_the_manifests_reaches_an_ivfpq_index(tmp_path: Path) -> Non
     flat = faiss_index.faiss_parameters("flat", 32, len(vectors))
     with pytest.raises(InputError, match="of type flat"):
         faiss_index.check_search_parameters(flat, {"nprobe": 4}, tmp_path)
+
+
+def test_a_cuda_device_with_the_cpu_build_of_faiss_warns_once_and_builds_the_cpu_index(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    import faiss
+
+    from corefsearch import faiss_gpu
+    from corefsearch.cluster.agglomerative import knn_edges
+
+    monkeypatch.setattr(faiss_gpu, "faiss_gpus", lambda: 0)  # what faiss-cpu answers
+    monkeypatch.setattr(faiss_gpu, "_warned_no_gpu_faiss", False)
+    vectors = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    parameters = faiss_index.faiss_parameters("flat", 16, 300)
+    with pytest.warns(UserWarning, match="this FAISS build has no GPU support"):
+        built = faiss_index.build_index(parameters, 16, 300, lambda: [vectors], lambda n: vectors[:n], "cuda")
+    reference = faiss_index.build_index(parameters, 16, 300, lambda: [vectors], lambda n: vectors[:n], "cpu")
+    assert isinstance(built, faiss.IndexFlatIP) and built.ntotal == 300
+    assert np.array_equal(built.search(vectors[:5], 4)[1], reference.search(vectors[:5], 4)[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: not again for the kNN graph
+        assert np.array_equal(knn_edges(vectors, 5, "cuda")[0], knn_edges(vectors, 5, "cpu")[0])
+    assert not faiss_index.on_gpu("cpu", "flat") and not faiss_index.on_gpu("cuda", "hnsw")

@@ -132,11 +132,14 @@ def cluster_dense(vectors: Any, tau: float, labels: Sequence[str] | None = None,
     return cut_tree(linkage_tree(vectors, labels, bonus), tau, bonus)
 
 
-def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def knn_edges(vectors: Any, k: int, device: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The undirected kNN graph of the rows: ``(a, b, similarity)`` with ``a < b``, each pair once, the
     cosine similarity in float64. Neighbours from FAISS: an exact ``IndexFlatIP`` on the normalised
-    vectors up to ``EXACT_UNTIL`` of them, an inverted file (``IndexIVFFlat``, seeded) above."""
+    vectors up to ``EXACT_UNTIL`` of them, an inverted file (``IndexIVFFlat``, seeded) above; on the GPU
+    of ``device`` when FAISS can (``corefsearch.faiss_gpu``)."""
     import faiss
+
+    from corefsearch.faiss_gpu import GPU_MAX_K, faiss_on_gpu, set_nprobe, to_gpu
 
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")
@@ -146,15 +149,18 @@ def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0)
     want = min(k, n - 1) + 1  # +1: a vector is its own first neighbour
-    if n > EXACT_UNTIL:
-        lists = int(4 * np.sqrt(n))
+    lists = int(4 * np.sqrt(n)) if n > EXACT_UNTIL else 0
+    if lists:
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dimension), dimension, lists, faiss.METRIC_INNER_PRODUCT)
+    else:
+        index = faiss.IndexFlatIP(dimension)
+    if want <= GPU_MAX_K and faiss_on_gpu(device):
+        index = to_gpu(index, device)  # an inverted file is trained there too
+    if lists:
         index.cp.niter, index.cp.seed, index.cp.spherical = IVF_ITERATIONS, IVF_SEED, True
         sample = np.random.default_rng(IVF_SEED).choice(n, min(n, IVF_TRAIN_PER_LIST * lists), replace=False)
         index.train(matrix[np.sort(sample)])
-        index.nprobe = min(IVF_PROBES, lists)
-    else:
-        index = faiss.IndexFlatIP(dimension)
+        set_nprobe(index, min(IVF_PROBES, lists))
     index.add(matrix)
     _, neighbours = index.search(matrix, want)
     rows = np.repeat(np.arange(n, dtype=np.int64), want)
@@ -173,12 +179,12 @@ def knn_edges(vectors: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | None = None,
-                bonus: float = 0.0) -> np.ndarray:
+                bonus: float = 0.0, device: str = "cpu") -> np.ndarray:
     """Cluster labels (0.., by first appearance) of average linkage over the kNN graph (pairs that are
     not edges count as cosine distance 1), merging while the closest average distance is ≤ ``tau``.
     An edge whose two ends have equal ``labels`` is ``bonus`` more similar (as in :func:`pair_distances`;
     a pair that is not an edge gets no bonus, and identical vectors, merged into one node, take the
-    label of the first)."""
+    label of the first). ``device``: where FAISS finds the neighbours (see :func:`knn_edges`)."""
     _check_tau(tau)
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")
@@ -192,7 +198,7 @@ def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | N
         return np.zeros(n, dtype=np.int64)
     matrix, copy_of, weights = distinct_rows(matrix)
     n = len(matrix)
-    a, b, sims = knn_edges(matrix, k)
+    a, b, sims = knn_edges(matrix, k, device)
     if bonus and labels is not None:
         codes = np.unique(np.asarray(labels, dtype=object), return_inverse=True)[1]
         node_codes = codes[np.unique(copy_of, return_index=True)[1]]  # the label of each node's first row

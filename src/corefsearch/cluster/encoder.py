@@ -46,11 +46,11 @@ def _blocks(mention_ids: Sequence[str], groups: Mapping[str, str], types: Mappin
 
 def cluster_vectors(mention_ids: Sequence[str], vectors: Any, groups: Mapping[str, str], types: Mapping[str, str],
                     tau: float, scope: str, k: int = DEFAULT_K, lemmas: Mapping[str, str] | None = None,
-                    lemma_weight: float = 0.0) -> dict[str, str]:
+                    lemma_weight: float = 0.0, device: str = "cpu") -> dict[str, str]:
     """``{mention_id: cluster_id}`` of the mentions (row i of ``vectors`` is ``mention_ids[i]``), clustered
     within each (group, type): over the kNN graph with ``k`` neighbours for ``scope`` corpus, else over all
     pairs; two mentions with the same head lemma (``lemmas``) are ``lemma_weight`` closer. Clusters are
-    named ``GROUP/TYPE/N``."""
+    named ``GROUP/TYPE/N``. ``device``: where FAISS builds the kNN graph."""
     matrix = np.asarray(vectors)
     if len(matrix) != len(mention_ids):
         raise ValueError(f"{len(mention_ids)} mention ids for {len(matrix)} vectors")
@@ -59,7 +59,7 @@ def cluster_vectors(mention_ids: Sequence[str], vectors: Any, groups: Mapping[st
         block = matrix if len(rows) == len(matrix) else matrix[rows]  # one block: no copy
         labels = _lemma_labels(mention_ids, rows, lemmas, lemma_weight)
         if scope == "corpus":
-            found = cluster_knn(block, tau, k, labels, lemma_weight)
+            found = cluster_knn(block, tau, k, labels, lemma_weight, device)
         else:
             found = cluster_dense(block, tau, labels, lemma_weight)
         for row, label in zip(rows.tolist(), found.tolist(), strict=True):

@@ -172,6 +172,7 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
         lemmas = mention_head_lemmas(mentions, found.passage_texts)
         stages["lemmas"] = time.perf_counter() - started
     started = time.perf_counter()
-    assignment = cluster_vectors(ids, vectors, groups, types, float(tau), scope, k, lemmas, float(beta))
+    assignment = cluster_vectors(ids, vectors, groups, types, float(tau), scope, k, lemmas, float(beta),
+                                 resolve_device(device))
     stages["cluster"] = time.perf_counter() - started
     return assignment, float(tau), float(beta), int(encoder.last_unique_inputs or 0)

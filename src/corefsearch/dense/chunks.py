@@ -303,13 +303,15 @@ def link_pyserini_names(folder: Path) -> None:
 
 
 def write_dense_index(target: Path, files: VectorFiles, count: int, parameters: dict[str, Any],
-                       overwrite: bool, fields: dict[str, Any], started: float) -> None:
-    """Build the FAISS index from the vector files and write ``target`` atomically, with its manifest:
-    ``fields`` and the FAISS ``parameters``, timings (from ``started``) and versions."""
+                       overwrite: bool, fields: dict[str, Any], started: float, device: str = "cpu") -> None:
+    """Build the FAISS index from the vector files (on the GPU of ``device`` where FAISS can, see
+    ``faiss_index.on_gpu``) and write ``target`` atomically, with its manifest: ``fields`` and the FAISS
+    ``parameters``, timings (from ``started``) and versions."""
     built = time.perf_counter()
     label = f"Building the FAISS index ({parameters['type']})"
     index = faiss_index.build_index(parameters, files.dimension, count,
-                                    lambda: track(files.arrays(), label, total=len(files.files)), files.sample)
+                                    lambda: track(files.arrays(), label, total=len(files.files)), files.sample,
+                                    device)
     with atomic_directory(target, overwrite=overwrite) as tmp:
         faiss_index.write_index(index, tmp / FAISS_FILE)
         n_ids = 0

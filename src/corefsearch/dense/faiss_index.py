@@ -12,6 +12,11 @@ uses ``METRIC_INNER_PRODUCT``:
 
 The parameters are returned as a plain dict, which the dense index manifest records and
 :func:`configure_search` reads back.
+
+On a GPU (``--device cuda`` with a FAISS build that has GPU support, ``corefsearch[gpu]``), flat and
+IVF-PQ indexes are built and searched there (:func:`on_gpu`, :func:`to_gpu`); HNSW has no GPU
+implementation in FAISS and stays on the CPU. What is written is always the CPU index
+(:func:`build_index` copies a GPU-built one back), so an index built on a GPU is searched on a laptop.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import InputError
+from corefsearch.faiss_gpu import faiss_on_gpu, set_nprobe, to_cpu, to_gpu
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,6 +39,7 @@ HNSW_EF_SEARCH = 128
 IVFPQ_NBITS = 8
 IVFPQ_NPROBE = 32
 PQ_CANDIDATES = (64, 48, 32, 16, 8)
+GPU_TYPES = ("flat", "ivfpq")  # the types FAISS builds and searches on a GPU (HNSW: CPU only)
 # k-means wants at least 39 training points per centroid; 8-bit PQ has 256 centroids.
 MIN_POINTS_PER_CENTROID = 39
 IVFPQ_MIN_PASSAGES = MIN_POINTS_PER_CENTROID * 2 ** IVFPQ_NBITS
@@ -100,14 +107,18 @@ def new_index(parameters: dict[str, Any], dimension: int) -> Any:
 
 
 def build_index(parameters: dict[str, Any], dimension: int, count: int,
-                chunks: Callable[[], Any], sample: Callable[[int], np.ndarray]) -> Any:
-    """Build an index from ``chunks()`` (an iterable of float32 arrays, in row order).
+                chunks: Callable[[], Any], sample: Callable[[int], np.ndarray], device: str = "cpu") -> Any:
+    """Build an index from ``chunks()`` (an iterable of float32 arrays, in row order), on the GPU when
+    :func:`on_gpu` says so for ``device``; the index returned is on the CPU either way.
 
     ``sample(n)`` returns ``n`` rows chosen at random (seeded), to train ivfpq.
     """
     import numpy as np
 
     index = new_index(parameters, dimension)
+    gpu = on_gpu(device, parameters["type"])
+    if gpu:
+        index = to_gpu(index, device)
     if not index.is_trained:
         index.train(np.ascontiguousarray(sample(parameters["training_sample"]), dtype=np.float32))
     added = 0
@@ -117,7 +128,12 @@ def build_index(parameters: dict[str, Any], dimension: int, count: int,
             added += len(vectors)
     if added != count or index.ntotal != count:
         raise InputError(f"the FAISS index holds {index.ntotal} vectors, expected {count}")
-    return index
+    return to_cpu(index) if gpu else index
+
+
+def on_gpu(device: str, kind: str) -> bool:
+    """Whether a dense index of type ``kind`` goes on the GPU for the resolved ``device``."""
+    return kind in GPU_TYPES and faiss_on_gpu(device)
 
 
 def write_index(index: Any, path: Path) -> None:
@@ -169,4 +185,4 @@ def configure_search(index: Any, parameters: dict[str, Any], k: int) -> None:
     if kind == "hnsw":
         faiss.downcast_index(index).hnsw.efSearch = max(int(parameters.get("efSearch", HNSW_EF_SEARCH)), k)
     elif kind == "ivfpq":
-        faiss.extract_index_ivf(index).nprobe = int(parameters.get("nprobe", IVFPQ_NPROBE))
+        set_nprobe(index, int(parameters.get("nprobe", IVFPQ_NPROBE)))

@@ -226,7 +226,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     if shard is None:
         assert parameters is not None
         write_dense_index(target, files, count, parameters, overwrite,
-                           {**common, "encoding": {**encoding, "shards": None}}, started)
+                           {**common, "encoding": {**encoding, "shards": None}}, started, model.passage_encoder.device)
         shutil.rmtree(partial, ignore_errors=True)
         return DenseIndexSummary(target, count, todo, resumed, time.perf_counter() - started, timer[0],
                                  dimension, faiss_type=faiss_type)
@@ -337,7 +337,9 @@ def merge_dense_shards_unguarded(dataset_dir: Path, out: Path, shards: int, fais
                 "shards": shards}
     fields = {"dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256, "passages": count,
               "encoder": first["encoder"], "encoding": encoding}
-    write_dense_index(target, files, count, parameters, overwrite, fields, started)
+    from corefsearch.models import resolve_device
+
+    write_dense_index(target, files, count, parameters, overwrite, fields, started, resolve_device(device))
     return DenseIndexSummary(target, count, 0, 0, time.perf_counter() - started, 0.0, dimension,
                              faiss_type=faiss_type, merged_shards=shards)
 

@@ -17,6 +17,7 @@ from corefsearch.dense.store import (
     portable_reference,
 )
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.faiss_gpu import GPU_MAX_K, to_gpu
 from corefsearch.progress import track
 from corefsearch.schema import Hit, Query
 
@@ -82,6 +83,12 @@ class DenseSearcher:
         self.faiss = faiss_index.read_index(
             folder / FAISS_FILE, f"rebuild it with `corefsearch index {dataset} --dense --encoder "
                                  f"{recorded['reference']} --out {self.index} --overwrite`")
+        # Flat and IVF-PQ indexes are searched on the GPU when FAISS can (a copy; the CPU one answers searches
+        # deeper than the GPU's limit).
+        self.faiss_gpu: Any = None
+        query_device = self.model.query_encoder.device
+        if faiss_index.on_gpu(query_device, self.manifest["faiss"].get("type", "")):
+            self.faiss_gpu = to_gpu(self.faiss, query_device)
         with (folder / IDS_FILE).open(encoding="utf-8") as handle:
             self.ids = [line.rstrip("\n") for line in handle]
         if len(self.ids) != self.faiss.ntotal or len(self.ids) != self.manifest["passages"]:
@@ -137,8 +144,9 @@ class DenseSearcher:
         if k < 1:
             raise InputError(f"--k must be at least 1, got {k}")
         depth = min(k + 1, len(self.ids))
-        faiss_index.configure_search(self.faiss, self.parameters, depth)
-        scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
+        index = self.faiss_gpu if self.faiss_gpu is not None and depth <= GPU_MAX_K else self.faiss
+        faiss_index.configure_search(index, self.parameters, depth)
+        scores, rows = index.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
         results = []
         ids = self.ids
         for own, row_scores, row_ids in zip(exclude, scores, rows, strict=True):
