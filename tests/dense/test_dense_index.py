@@ -591,3 +591,32 @@ def test_a_cuda_device_with_the_cpu_build_of_faiss_warns_once_and_builds_the_cpu
         warnings.simplefilter("error")  # once: not again for the kNN graph
         assert np.array_equal(knn_edges(vectors, 5, "cuda")[0], knn_edges(vectors, 5, "cpu")[0])
     assert not faiss_index.on_gpu("cpu", "flat") and not faiss_index.on_gpu("cuda", "hnsw")
+
+
+def test_encoding_in_length_order_and_in_halves_after_running_out_of_memory_gives_the_same_vectors(
+        tiny_model: Path, subset_dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from corefsearch.dense.encoder import TextEncoder, default_batch_size
+
+    encoder = TextEncoder.load(str(tiny_model))
+    queries = list(Dataset(subset_dataset).queries("test"))[:24]
+    alone = np.concatenate([encoder.encode_queries([q], batch_size=1) for q in queries])
+    together = encoder.encode_queries(queries, batch_size=16)  # batches of length-sorted windows
+    assert np.allclose(together, alone, atol=1e-5)
+    forward, passes = encoder.forward, []
+
+    def small_gpu(batch: dict) -> torch.Tensor:
+        rows = len(batch["input_ids"])
+        passes.append(rows)
+        if rows > 5:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return forward(batch)
+
+    monkeypatch.setattr(encoder, "forward", small_gpu)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    halved = encoder.encode_queries(queries, batch_size=16)
+    assert np.allclose(halved, together, atol=1e-5)
+    assert encoder.fits == 4 and passes[:3] == [16, 8, 4]  # 16 and 8 did not fit, 4 did: kept for what follows
+    assert max(passes[3:]) <= 4
+    assert default_batch_size("cpu") == 64 and default_batch_size("cuda:0") == 1024

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.cli.app import app, console, user_errors
-from corefsearch.cli.options import PrecisionOption, precision_scope
+from corefsearch.cli.options import EncodeBatchOption, PrecisionOption, encode_batch_size, precision_scope
 from corefsearch.cli.report import print_add_summary
 from corefsearch.errors import CorefSearchError
 
@@ -97,7 +97,7 @@ def add_command(
         help="Dense: the passage encoder (default: the one the dense index was built with).")] = None,
     device: Annotated[str, typer.Option(help="Dense: auto | cpu | cuda.")] = "auto",
     precision: PrecisionOption = "auto",
-    batch_size: Annotated[int, typer.Option(help="Dense: passages per encoder batch.")] = 64,
+    batch_size: EncodeBatchOption = None,
     threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
 ) -> None:
     """Append new documents to a dataset and its indexes without a rebuild (all switched in at the end)."""
@@ -105,7 +105,7 @@ def add_command(
 
     with precision_scope(precision):
         summary = add_documents(dataset, corpus, index or [], encoder=encoder, device=device,
-                                batch_size=batch_size, threads=threads)
+                                batch_size=encode_batch_size(batch_size, device), threads=threads)
     print_add_summary(summary, console)
 
 

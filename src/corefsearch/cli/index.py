@@ -11,10 +11,12 @@ import typer
 from corefsearch.cli.app import app, console, user_errors
 from corefsearch.cli.options import (
     ENCODER_HELP,
+    EncodeBatchOption,
     PrecisionOption,
     RayCpusOption,
     RayOption,
     RayWorkersOption,
+    encode_batch_size,
     precision_scope,
     ray_options,
 )
@@ -37,7 +39,7 @@ def index_command(
     encoder: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help=f"With --dense: {ENCODER_HELP}.")] = None,
     faiss_type: Annotated[str, typer.Option("--faiss", help="With --dense: flat | hnsw | ivfpq.")] = "flat",
-    batch_size: Annotated[int, typer.Option(help="With --dense: passages per encoder batch.")] = 64,
+    batch_size: EncodeBatchOption = None,
     shard: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="With --dense: encode only shard I of N (I/N, I from 0) into OUT/dense-shards/.")] = None,
     merge_shards: Annotated[Optional[int], typer.Option(  # noqa: UP045
@@ -60,7 +62,8 @@ def index_command(
 
     dense_options = None
     if dense:
-        dense_options = DenseIndexOptions(encoder, faiss_type, batch_size, shard, merge_shards, device, chunk_size,
+        dense_options = DenseIndexOptions(encoder, faiss_type, encode_batch_size(batch_size, device, backend), shard,
+                                          merge_shards, device, chunk_size,
                                           backend=backend or "torch",
                                           ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
     elif (encoder is not None or shard is not None or merge_shards is not None or backend is not None

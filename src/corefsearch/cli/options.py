@@ -173,3 +173,23 @@ def precision_scope(precision: str, *, backend: str | None = None, ray: Any = No
             raise CorefSearchError(f"--precision {precision}: with --ray each worker runs in auto (bf16 on a GPU "
                                    "that has it, fp32 on the CPU); leave out --precision")
     return using(precision)
+
+
+EncodeBatchOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="Dense: passages per encoder batch (default 64 on the CPU; on a GPU 1,024, halved while it does not "
+         "fit in its memory).")]
+
+
+def encode_batch_size(batch_size: int | None, device: str, backend: str | None = None) -> int:
+    """``--batch-size`` of the dense encoding, or its default for the device the encoder runs on (an ONNX
+    backend runs on the CPU)."""
+    if batch_size is not None:
+        return batch_size
+    from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE, default_batch_size
+
+    if backend not in (None, "torch") or device == "cpu":
+        return DEFAULT_BATCH_SIZE
+    from corefsearch.models import check_device, resolve_device
+
+    check_device(device)
+    return default_batch_size(resolve_device(device))
