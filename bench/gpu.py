@@ -63,7 +63,7 @@ def timed(device: str, work: Callable[[], Any]) -> tuple[Any, float]:
     return value, time.perf_counter() - started
 
 
-def encoding_rows(texts: list[str], device: str) -> list[tuple[str, float]]:
+def encoding_rows(texts: list[str], device: str, reduced: str) -> list[tuple[str, float]]:
     """passages/s of corefsearch (fp32, auto) and sentence-transformers (fp32, fp16 on a GPU)."""
     from sentence_transformers import SentenceTransformer
 
@@ -76,7 +76,7 @@ def encoding_rows(texts: list[str], device: str) -> list[tuple[str, float]]:
     batch = default_batch_size(device)
     titles = [""] * len(texts)
     rows = []
-    for precision in ("fp32", "auto"):
+    for precision in ("fp32", reduced):
         with using(precision):
             ours.encode_passages(titles[:batch], texts[:batch], MAX_LENGTH, batch)  # warm-up
             _, seconds = timed(device, lambda: ours.encode_passages(titles, texts, MAX_LENGTH, batch))
@@ -92,7 +92,8 @@ def encoding_rows(texts: list[str], device: str) -> list[tuple[str, float]]:
     return rows
 
 
-def training_rows(dataset: Path, train_run: Path, steps: int, device: str, work: Path) -> list[tuple[str, str, float]]:
+def training_rows(dataset: Path, train_run: Path, steps: int, device: str, reduced: str, work: Path
+                  ) -> list[tuple[str, str, float]]:
     """Median seconds per step of each trainer, fp32 and bf16 (``steps`` steps after 3 warm-up ones)."""
     from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
     from corefsearch.dense.train import RetrieverTrainingArguments, train_retriever
@@ -110,7 +111,7 @@ def training_rows(dataset: Path, train_run: Path, steps: int, device: str, work:
     }
     rows = []
     for name, train in trainers.items():
-        for precision in ("fp32", "bf16"):
+        for precision in ("fp32", reduced):
             log(f"training the {name}, {precision}")
             times: list[float] = []
             last = [time.perf_counter()]
@@ -127,8 +128,8 @@ def training_rows(dataset: Path, train_run: Path, steps: int, device: str, work:
     return rows
 
 
-def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int, batch_queries: int, device: str
-                ) -> tuple[list[tuple[str, str, float]], dict[str, dict[str, dict[str, float]]], float]:
+def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int, batch_queries: int, device: str,
+                reduced: str) -> tuple[list[tuple[str, str, float]], dict[str, dict[str, dict[str, float]]], float]:
     """ms/query one at a time and batched, in fp32 and auto; the runs (for MRR@10); the largest score
     difference between one at a time and batched."""
     from corefsearch.datasets.dataset import iter_passages, read_queries
@@ -147,7 +148,7 @@ def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int,
     texts = {p.id: {"text": p.text} for p in iter_passages(dataset / "passages.jsonl") if p.id in wanted}
     block = [(q, hits[q.id]) for q in queries]
     rows, runs, gap = [], {}, 0.0
-    for precision in ("fp32", "auto"):
+    for precision in ("fp32", reduced):
         with using(precision):
             rerank_many(reader, block[:batch_queries], texts, 50, fusion)  # warm-up
             alone, seconds_alone = timed(device, lambda: [rerank_hits(reader, q, h, texts, 50, fusion)
@@ -175,7 +176,7 @@ def mrr_at_10(run: dict[str, dict[str, float]], qrels_path: Path) -> float:
     return float(evaluate_run(run, qrels).aggregate["MRR@10"])
 
 
-def dense_quality(dataset: Path, retriever: Path, device: str, work: Path) -> dict[str, float]:
+def dense_quality(dataset: Path, retriever: Path, device: str, reduced: str, work: Path) -> dict[str, float]:
     """MRR@10 of exact dense search over the dataset in fp32 and auto (index and queries in that precision)."""
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.dense.indexing import build_dense_index
@@ -184,7 +185,7 @@ def dense_quality(dataset: Path, retriever: Path, device: str, work: Path) -> di
 
     queries = read_queries(dataset / "queries" / "test.jsonl")
     scores = {}
-    for precision in ("fp32", "auto"):
+    for precision in ("fp32", reduced):
         with using(precision):
             index = work / f"dense-{precision}"
             build_dense_index(dataset, index, str(retriever), device=device, overwrite=True)
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--batch-queries", type=int, default=16)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--precision", default="auto", help="the reduced precision set beside fp32 (on a CPU: bf16)")
     parser.add_argument("--only", default="encoding,training,reranking,quality")
     args = parser.parse_args(argv)
     import torch
@@ -225,28 +227,28 @@ def main(argv: list[str] | None = None) -> int:
         pool = [p.text for p in iter_passages(args.dataset / "passages.jsonl")]
         texts = [pool[i % len(pool)] for i in range(args.passages)]
         log(f"encoding {len(texts):,} passages")
-        rows = encoding_rows(texts, args.device)
+        rows = encoding_rows(texts, args.device, args.precision)
         peer = rows[-1][1]
         print(table(["encoder", "passages/s", "× last peer row"],
                     [[name, f"{rate:,.0f}", f"{rate / peer:.2f}"] for name, rate in rows]) + "\n")
     if "training" in only:
-        rows = training_rows(args.dataset, args.train_run, args.steps, args.device, work)
+        rows = training_rows(args.dataset, args.train_run, args.steps, args.device, args.precision, work)
         print(table(["trainer", "precision", "s/step", "steps/s"],
                     [[n, p, f"{s:.3f}", f"{1 / s:.1f}"] for n, p, s in rows]) + "\n")
     if "reranking" in only or "quality" in only:
         log("re-ranking")
         rows, runs, gap = rerank_rows(args.dataset, args.run, args.reader, args.queries, args.batch_queries,
-                                      args.device)
+                                      args.device, args.precision)
         print(table(["precision", "re-ranking 50 passages", "ms/query"], [[p, w, f"{ms:.1f}"] for p, w, ms in rows]))
         print(f"\nLargest score difference, one at a time against together: {gap:.2e}\n")
+        qrels = args.dataset / "qrels" / "test.txt"
+        quality = [[f"reader over the top 50 of {args.run.name}", p, str(len(r)), f"{100 * mrr_at_10(r, qrels):.2f}"]
+                   for p, r in runs.items()]
         if "quality" in only:
-            qrels = args.dataset / "qrels" / "test.txt"
-            quality = [[f"reader over the top 50 of {args.run.name}", p, str(len(r)),
-                        f"{100 * mrr_at_10(r, qrels):.2f}"] for p, r in runs.items()]
             log("dense quality")
-            dense = dense_quality(args.dataset, args.retriever, args.device, work)
+            dense = dense_quality(args.dataset, args.retriever, args.device, args.precision, work)
             quality += [["dense retriever, exact", p, "all test", f"{100 * s:.2f}"] for p, s in dense.items()]
-            print(table(["model", "precision", "queries", "MRR@10 ×100"], quality) + "\n")
+        print(table(["model", "precision", "queries", "MRR@10 ×100"], quality) + "\n")
     return 0
 
 

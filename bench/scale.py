@@ -525,8 +525,9 @@ def faiss_build_child(shard: Path, parameters_file: Path, out: Path, threads: in
 
 
 def dense_search_child(index: Path, vectors_dir: Path, threads: int, exact: Path | None,
-                       save_exact: Path | None) -> dict[str, Any]:
-    """Child process: per-query latency of corefsearch's ``DenseSearcher`` against raw FAISS on the same index."""
+                       save_exact: Path | None, device: str = "cpu") -> dict[str, Any]:
+    """Child process: per-query latency of corefsearch's ``DenseSearcher`` against raw FAISS on the same index
+    (both on the GPU of ``device`` where corefsearch puts the index there: raw FAISS by ``index_cpu_to_gpu``)."""
     import faiss
     import numpy as np
 
@@ -537,8 +538,12 @@ def dense_search_child(index: Path, vectors_dir: Path, threads: int, exact: Path
     import torch
 
     torch.set_num_threads(threads)
-    searcher: Any = open_retriever(index, retrieval=RetrievalOptions("dense", device="cpu"))
+    searcher: Any = open_retriever(index, retrieval=RetrievalOptions("dense", device=device))
     raw = faiss.read_index(str(index / "dense" / "faiss.index"))
+    if getattr(searcher, "faiss_gpu", None) is not None:  # the peer on the same card, as a user would clone it
+        options = faiss.GpuClonerOptions()
+        options.useFloat16LookupTables = True  # what FAISS's GPU IVF-PQ needs for 64 sub-quantizers
+        raw = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, raw, options)
     faiss_index.configure_search(raw, searcher.parameters, K)
     vectors = np.load(vectors_dir / "queries.npy")
     listed = json.loads((vectors_dir / "queries.json").read_text(encoding="utf-8"))
@@ -608,12 +613,25 @@ def dense_rows(root: Path, dataset: Path, size: int, args: argparse.Namespace) -
         write_shard(dataset, vectors_dir, shard, size, args.jitter, args.seed)
         return {"seconds": time.perf_counter() - began, "sigma": args.jitter, "sample": encoded["sample"]}
 
-    shard_name = f"shard-{encoded['sample']}-{args.jitter}"
+    def encode_all() -> dict[str, Any]:
+        log(f"corefsearch index --dense --shard 0/1: every one of the {size:,} passages, on {args.device}")
+        result = timed([*CLI, "index", str(dataset), "--out", str(folder / "encoded"), "--dense", "--shard", "0/1",
+                        "--encoder", "default", "--device", args.device, "--overwrite"])
+        manifest = json.loads((shard / "manifest.json").read_text(encoding="utf-8"))
+        return {**result, "encoding": manifest["encoding"]}
+
+    if args.encode_all:  # the real vectors of every passage, as `index --dense --shard 0/1` writes them
+        shard = folder / "encoded" / "dense-shards" / "shard-0-of-1"
+        shard_name = f"encoded-all-{args.device}"
+        work = encode_all
+    else:
+        shard_name, work = f"shard-{encoded['sample']}-{args.jitter}", jitter
     if measurements.get(shard_name) is None:  # other vectors: the indexes built from the old ones are stale
         for kind in FAISS_TYPES:
             shutil.rmtree(folder / f"index-{kind}", ignore_errors=True)
-    step(measurements, shard_name, (shard / "manifest.json").exists(), jitter)
-    rows: dict[str, Any] = {"encode": encoded, "types": {}}
+    vectors_made = step(measurements, shard_name, (shard / "manifest.json").exists(), work)
+    rows: dict[str, Any] = {"encode": encoded, "types": {},
+                            "encoded_all": vectors_made if args.encode_all else None}
     exact = folder / "flat-top500.npy"
     for kind in FAISS_TYPES:
         index = folder / f"index-{kind}"
@@ -622,7 +640,7 @@ def dense_rows(root: Path, dataset: Path, size: int, args: argparse.Namespace) -
             log(f"corefsearch index --dense --merge-shards 1 --faiss {kind}, {size:,} vectors")
             link_shard(shard, index)
             result = timed([*CLI, "index", str(dataset), "--out", str(index), "--dense", "--merge-shards", "1",
-                            "--faiss", kind, "--overwrite"])
+                            "--faiss", kind, "--device", args.device, "--overwrite"])
             shutil.rmtree(index / "dense-shards", ignore_errors=True)
             manifest = json.loads((index / "dense" / "manifest.json").read_text(encoding="utf-8"))
             return {**result, "mb": folder_mb(index / "dense"), "faiss": manifest["faiss"]}
@@ -646,7 +664,7 @@ def dense_rows(root: Path, dataset: Path, size: int, args: argparse.Namespace) -
         def search(kind: str = kind, index: Path = index) -> dict[str, Any]:
             log(f"dense search ({kind}), {encoded['queries']:,} queries at k = {K}")
             command = [sys.executable, str(Path(__file__).resolve()), "--child", "dense-search", str(index),
-                       str(vectors_dir), "--threads", str(args.threads)]
+                       str(vectors_dir), "--threads", str(args.threads), "--device", args.device]
             command += ["--save-exact", str(exact)] if kind == "flat" else ["--exact", str(exact)]
             result = timed(command)
             return {**json.loads(result["last"]), "peak_mb": result["peak_mb"]}
@@ -737,11 +755,13 @@ def report(sizes: list[int], sparse: dict[int, dict[str, Any]], dense: dict[str,
                   f"passages cut to {encode['max_length']} tokens) encoded {encode['sample']:,} sampled passages of "
                   f"the {dense_size:,}-passage collection in {encode['seconds']:.1f} s: "
                   f"**{encode['passages_per_second']:,.0f} passages/s**{dense['marks']['encode']}, so "
-                  f"{hours:,.1f} h for the whole collection on this machine. The index holds {dense_size:,} "
-                  f"vectors made from those {encode['sample']:,} (each plus seeded Gaussian noise of norm about "
-                  f"σ = {args.jitter}, renormalised: distinct vectors with the encoder's geometry, not the "
-                  f"encoder's vectors of every passage); the {encode['queries']:,} queries are the encoder's "
-                  "vectors of the sampled test queries.", "",
+                  f"{hours:,.1f} h for the whole collection on this machine. "
+                  + (vectors_text(dense["encoded_all"], dense_size, args.device) if dense.get("encoded_all") else
+                     f"The index holds {dense_size:,} "
+                     f"vectors made from those {encode['sample']:,} (each plus seeded Gaussian noise of norm about "
+                     f"σ = {args.jitter}, renormalised: distinct vectors with the encoder's geometry, not the "
+                     f"encoder's vectors of every passage)")
+                  + f"; the {encode['queries']:,} queries are the encoder's vectors of the sampled test queries.", "",
                   "build: `corefsearch index DATASET --dense --merge-shards 1 --faiss TYPE` on the vectors saved "
                   "as one shard (the whole process); raw: FAISS building the same index from the same vectors "
                   "(same class and parameters, IVF-PQ trained on the same rows). Search: one query at a time at "
@@ -769,6 +789,16 @@ def report(sizes: list[int], sparse: dict[int, dict[str, Any]], dense: dict[str,
         lines += [markdown_table(header, rows, "ll" + "r" * (len(header) - 2)), ""]
     lines += ["### Aims", "", *aims(sizes, sparse, dense, queries_step), ""]
     return "\n".join(lines)
+
+
+def vectors_text(encoded: dict[str, Any], size: int, device: str) -> str:
+    """The sentence on ``--encode-all``'s vectors: every passage encoded by ``index --dense``, and how fast."""
+    encoding = encoded["encoding"]
+    return (f"The index holds the vectors of every one of the {size:,} passages, encoded by `corefsearch index "
+            f"--dense --shard 0/1 --encoder default --device {device}` (batches of {encoding['batch_size']:,} on "
+            f"{encoding['device']}) in **{encoding['seconds'] / 60:.1f} min** of encoding "
+            f"({encoding['passages_per_second']:,.0f} passages/s; {encoded['seconds'] / 60:.1f} min for the whole "
+            f"process)")
 
 
 def faiss_parameters_text(row: dict[str, Any]) -> str:
@@ -835,7 +865,8 @@ def child(args: argparse.Namespace) -> None:
     elif kind == "faiss-build":
         result = faiss_build_child(Path(paths[0]), Path(paths[1]), Path(paths[2]), args.threads)
     elif kind == "dense-search":
-        result = dense_search_child(Path(paths[0]), Path(paths[1]), args.threads, args.exact, args.save_exact)
+        result = dense_search_child(Path(paths[0]), Path(paths[1]), args.threads, args.exact, args.save_exact,
+                                    args.device)
     else:
         raise SystemExit(f"unknown child {kind}")
     print(json.dumps(result))
@@ -851,6 +882,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=1000, help="Test queries searched (a seeded sample).")
     parser.add_argument("--jitter", type=float, default=0.3, help="σ of the noise that makes the dense vectors.")
     parser.add_argument("--skip-dense", action="store_true", help="BM25 only.")
+    parser.add_argument("--encode-all", action="store_true",
+                        help="Dense: encode every passage of the collection (`index --dense --shard 0/1`; a GPU's "
+                             "work) instead of jittering the vectors of --sample.")
+    parser.add_argument("--device", default="auto", help="Dense: where the encoder and FAISS run (auto | cpu | cuda).")
     parser.add_argument("--raw-build", action=argparse.BooleanOptionalAction, default=True,
                         help="Also build each FAISS index with raw FAISS (the build ratio; HNSW at 1M takes a while).")
     parser.add_argument("--sentences", choices=("newline", "spacy"), default="newline",

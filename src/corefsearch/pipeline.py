@@ -11,6 +11,7 @@ highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.ru
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.engine import AdhocResult, SearchEngine, query_of
 from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.expansion import ExpansionOptions
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.reader.rerank import ReaderOptions, rerank_many
@@ -143,14 +145,18 @@ def _search_outputs(a: dict[str, Any]) -> list[Output]:
 def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                   options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
                   reader: ReaderOptions | None = None, spans_out: Path | None = None,
-                  save_topics: Path | None = None, ray: Any = None) -> SearchSummary:
+                  save_topics: Path | None = None, ray: Any = None,
+                  expansion: ExpansionOptions | None = None) -> SearchSummary:
     """Search every query of ``queries_path`` and write the TREC run ``out`` atomically; with a
     ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
     ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25
     query strings as a Pyserini topics file (``qid<TAB>query``). ``ray``
     (``corefsearch.distributed.session.RayOptions``): the re-ranking runs on a Ray cluster, with the
-    same run and spans."""
+    same run and spans. ``expansion`` (``--rounds 2``): a second round from the mentions the first one
+    found (``corefsearch.expansion``), fused with it."""
     options, retrieval = _checked_options(options, retrieval, k)
+    if expansion is not None:
+        expansion.validate(has_reader=reader is not None)
     if ray is not None:
         if reader is None:
             raise InputError("--ray spreads the reader's re-ranking over a Ray cluster (retrieval runs here): add "
@@ -171,6 +177,10 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         raise InputError(f"{queries_path}: holds no queries")
     manifests = IndexManifests.load(index, [retrieval.retriever])  # read and checked once
     dataset_dir = _dataset_of(queries_path)
+    expanding = expansion is not None and expansion.active
+    if expanding and expansion.source_for(reader is not None) == "encoder" and dataset_dir is None:  # type: ignore[union-attr]
+        raise InputError(f"--expand-from encoder marks the mentions of the dataset's passages, and {queries_path} "
+                         "is not in a dataset (DATASET/queries/SPLIT.jsonl)")
     if dataset_dir is not None:
         manifests.check_dataset(dataset_dir)
     retriever = open_retriever(index, options, retrieval, manifests)
@@ -196,6 +206,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
                  for passage_id in sorted({h.passage_id for _, hits in retrieved for h in hits[:reader.rerank_k]})}
         reranked, span_records = [], []
         reading = time.perf_counter()
+        spans_of: dict[str, dict[str, tuple[int, int]]] = {}
         fusion, fusion_from_model = reader.fusion_for(reader_config)
         workers = None
         if ray is not None:
@@ -211,6 +222,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         for (query, _), (ranked, read) in zip(retrieved, pairs, strict=True):
             reranked.append((query, ranked))
             span_records.extend(hit.span_record(query.id) for hit in read)
+            spans_of[query.id] = {hit.passage_id: (hit.start, hit.end) for hit in read}
         tag = f"{tag}+reader-{reader_config.head}" + ("-rrf" if fusion == "rrf" else "")
         writer.write_spans(span_records)  # before the run: a run with --reader always has its spans
         fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
@@ -222,6 +234,12 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         if workers is not None:
             fields["reader"]["ray"] = {"workers": workers}
         results = iter(reranked)
+    if expanding:
+        assert expansion is not None
+        results, fields["expansion"] = _second_round(retriever, list(results), expansion, k, reader is not None,
+                                                     spans_of if reader is not None else {}, dataset_dir,
+                                                     retrieval.device)
+        tag = f"{tag}+round2-{fields['expansion']['source']}{expansion.expand}"
     rows = writer.write_run(results, tag)
     summary = SearchSummary(len(queries), rows, time.perf_counter() - started, Path(out))
     writer.write_metadata({
@@ -230,6 +248,27 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
         "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
     return summary
+
+
+def _second_round(retriever: Retriever, first: list[tuple[Query, list[Any]]], expansion: ExpansionOptions, k: int,
+                  has_reader: bool, spans_of: dict[str, dict[str, tuple[int, int]]], dataset_dir: Path | None,
+                  device: str) -> tuple[Iterator[tuple[Query, list[Any]]], dict[str, Any]]:
+    """The second round of every query (``corefsearch.expansion``) and the metadata's ``expansion``."""
+    from corefsearch.expansion import EncoderExpansion, from_spans, second_round
+
+    began = time.perf_counter()
+    n = expansion.expand
+    if expansion.source_for(has_reader) == "reader":
+        texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for query, hits in first for h in hits[:n]
+                 if h.passage_id in spans_of.get(query.id, {})}
+        expansions = {query.id: from_spans(query, hits, spans_of.get(query.id, {}), texts, n) for query, hits in first}
+    else:
+        assert dataset_dir is not None and expansion.encoder is not None
+        expansions = EncoderExpansion(expansion.encoder, dataset_dir, device).expansions(first, n)
+    fused = second_round(retriever, first, expansions, expansion, k)
+    record = {**expansion.describe(has_reader), "queries": sum(len(v) for v in expansions.values()),
+              "seconds": round(time.perf_counter() - began, 3)}
+    return iter(fused), record
 
 
 def check_query_passages(queries: list[Query], retriever: Retriever, queries_path: Path, index: Path) -> None:

@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "datasets": 1, "sparse": 1, "dense": 1, "reader": 1, "cluster": 1, "fusion": 1, "evaluate": 1,
     # stages: compose wings
     "retriever": 2, "hybrid": 2, "engine": 2, "pipeline": 2, "add": 2, "distributed": 2, "onnx_export": 2,
+    "expansion": 2,
     # surface
     "cli": 3, "serve": 3, "pyserini_cli": 3, "__main__": 3,
 }

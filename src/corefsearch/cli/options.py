@@ -193,3 +193,33 @@ def encode_batch_size(batch_size: int | None, device: str, backend: str | None =
 
     check_device(device)
     return default_batch_size(resolve_device(device))
+
+
+RoundsOption = Annotated[int, typer.Option(
+    help="2: a second round from the coreferring mentions the first found in its top --expand passages (the "
+         "reader's spans, or the mention encoder's nearest mentions), fused with the first.")]
+ExpandOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="With --rounds 2: the top N passages whose mentions search again (default 3).")]
+ExpandWeightOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
+    help="With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 0.5).")]
+ExpandFromOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    help="With --rounds 2: reader (its spans; the default with --reader) | encoder (the dataset mention nearest "
+         "to the query's in each passage, by --mention-encoder).")]
+MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
+    help="With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")]
+
+
+def expansion_options(rounds: int, expand: int | None, weight: float | None, source: str | None,
+                      encoder: Path | None) -> Any:
+    """The second round's options, or None for one round; its options need ``--rounds 2``."""
+    from corefsearch.expansion import DEFAULT_EXPAND, DEFAULT_WEIGHT, ExpansionOptions
+
+    if rounds == 1:
+        given = [name for name, value in (("--expand", expand), ("--expand-weight", weight),
+                                          ("--expand-from", source), ("--mention-encoder", encoder))
+                 if value is not None]
+        if given:
+            raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
+        return None
+    return ExpansionOptions(rounds, DEFAULT_EXPAND if expand is None else expand,
+                            DEFAULT_WEIGHT if weight is None else weight, source, encoder)

@@ -18,9 +18,13 @@ from corefsearch.cli.options import (
     BackendOption,
     DeviceOption,
     EfSearchOption,
+    ExpandFromOption,
+    ExpandOption,
+    ExpandWeightOption,
     FieldsOption,
     FusionOption,
     IndexOption,
+    MentionEncoderOption,
     NprobeOption,
     PrecisionOption,
     RayCpusOption,
@@ -33,7 +37,9 @@ from corefsearch.cli.options import (
     RetrieverOption,
     Rm3Option,
     RocchioOption,
+    RoundsOption,
     SearchEncoderOption,
+    expansion_options,
     precision_scope,
     ray_options,
     search_options,
@@ -76,6 +82,11 @@ def search_command(
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = None,
+    rounds: RoundsOption = 1,
+    expand: ExpandOption = None,
+    expand_weight: ExpandWeightOption = None,
+    expand_from: ExpandFromOption = None,
+    mention_encoder: MentionEncoderOption = None,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out).
 
@@ -86,7 +97,9 @@ def search_command(
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
     with precision_scope(precision, backend=backend, ray=ray_given):
         summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
-                                reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given)
+                                reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given,
+                                expansion=expansion_options(rounds, expand, expand_weight, expand_from,
+                                                            mention_encoder))
     print_search_summary(summary, console)
 
 

@@ -190,3 +190,11 @@ def encoder_input(tokenizer: Any, record: MentionRecord, max_length: int = MAX_L
     types = [fmt.first_type] * len(first_part) + [fmt.second_type] * (len(sentence_ids) + len(fmt.suffix))
     first = len(first_part) + n_left + 1
     return EncoderInput(full, types if fmt.has_types else None, first, first + len(mention_ids))
+
+
+def dataset_mention_records(dataset_dir: Path) -> dict[str, MentionRecord]:
+    """``{mention id: record}`` of every mention of the dataset's clusters, whatever their split (the
+    second search round's candidates, ``corefsearch.expansion``)."""
+    dataset = Dataset(dataset_dir)
+    splits = sorted({cluster.split for cluster in dataset.clusters()})
+    return {record.mention_id: record for split in splits for record in mention_records(dataset_dir, split)}

@@ -1,0 +1,203 @@
+"""A second search round from the coreferring mentions the first one found (``--rounds 2 --expand N``).
+
+CoreSearch answers each query in one round. But the passages a first round ranks highest hold other
+mentions of the query's event, often worded otherwise ("the blaze" for "the fire"), and each of them,
+used as a query, reaches passages the first wording missed. So the second round:
+
+1. takes the first round's top ``N`` passages (after the reader, when there is one);
+2. marks in each the mention that corefers with the query:
+   - ``reader``: the span the reader marked in it (``RUN.spans.jsonl``'s span);
+   - ``encoder``: of the dataset's mentions in that passage, the one the mention encoder
+     (``train clusterer``) puts nearest to the query mention, of the query's type. These are the
+     dataset's gold mention boundaries, as ``cluster`` uses; a passage without mentions gives none;
+3. searches again with each marked passage as a query of its own (the query format exactly: a
+   passage with a marked mention), with the same retriever, leaving out the original query's passage;
+4. fuses the rounds by weighted reciprocal rank fusion: a passage scores
+   ``1 / (60 + rank₁) + w · mean_i 1 / (60 + rank₂ᵢ)``, rank₁ in the first round and rank₂ᵢ in the
+   list of expansion i (a list that misses it adds nothing). ``w`` and ``N`` are chosen on dev
+   (bench/second_round.py).
+
+``N = 0`` leaves the first round as it is. The run's metadata records the expansion
+(``ExpansionOptions.describe``; :meth:`ExpansionOptions.from_metadata` reads it back).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corefsearch.errors import InputError
+from corefsearch.schema import Hit, Query
+
+EXPAND_SOURCES = ("reader", "encoder")
+DEFAULT_EXPAND = 3
+DEFAULT_WEIGHT = 0.5
+RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
+
+
+@dataclass
+class ExpansionOptions:
+    """``--rounds``, ``--expand N``, ``--expand-weight W``, ``--expand-from reader|encoder`` and
+    ``--mention-encoder DIR`` (for ``encoder``)."""
+
+    rounds: int = 1
+    expand: int = DEFAULT_EXPAND
+    weight: float = DEFAULT_WEIGHT
+    source: str | None = None  # None: the reader's spans when there is a reader, else the encoder's
+    encoder: Path | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.rounds == 2
+
+    def validate(self, has_reader: bool) -> None:
+        if self.rounds not in (1, 2):
+            raise InputError(f"--rounds must be 1 or 2, got {self.rounds}")
+        if self.expand < 0:
+            raise InputError(f"--expand must not be negative, got {self.expand}")
+        if not (self.weight >= 0 and math.isfinite(self.weight)):
+            raise InputError(f"--expand-weight must be a number ≥ 0, got {self.weight}")
+        if self.source is not None and self.source not in EXPAND_SOURCES:
+            raise InputError(f"--expand-from must be one of {', '.join(EXPAND_SOURCES)}, got {self.source!r}")
+        if not self.active:
+            return
+        source = self.source_for(has_reader)
+        if source == "reader" and not has_reader:
+            raise InputError("--expand-from reader takes the spans of --reader: add --reader MODEL_DIR, or use "
+                             "--expand-from encoder --mention-encoder DIR")
+        if source == "encoder" and self.encoder is None:
+            raise InputError("--rounds 2 without a reader marks the expansion mentions with the mention encoder: "
+                             "add --mention-encoder DIR (from `corefsearch train clusterer`), or --reader MODEL_DIR")
+        if source == "encoder":
+            from corefsearch.models import check_model_folder
+
+            check_model_folder(self.encoder, "--mention-encoder")
+
+    def source_for(self, has_reader: bool) -> str:
+        return self.source or ("reader" if has_reader else "encoder")
+
+    def describe(self, has_reader: bool) -> dict[str, Any]:
+        """The run metadata's ``expansion``."""
+        source = self.source_for(has_reader)
+        return {"rounds": self.rounds, "expand": self.expand, "source": source,
+                "weights": {"first": 1.0, "second": self.weight}, "rrf_k": RRF_K,
+                "encoder": str(Path(self.encoder).resolve()) if source == "encoder" and self.encoder else None}
+
+    @classmethod
+    def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
+        """The options a run's metadata ``expansion`` records."""
+        return cls(rounds=int(record["rounds"]), expand=int(record["expand"]),
+                   weight=float(record["weights"]["second"]), source=record["source"],
+                   encoder=Path(record["encoder"]) if record.get("encoder") else None)
+
+
+def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:
+    """The query a marked mention of a retrieved passage makes (a query record like any other; its id
+    names the query it expands and the passage)."""
+    return Query(f"{query.id}>{passage_id}", passage_id, text, start, end, text[start:end], query.cluster_id,
+                 query.type)
+
+
+def from_spans(query: Query, hits: Sequence[Hit], spans: Mapping[str, tuple[int, int]],
+               texts: Mapping[str, str], n: int) -> list[Query]:
+    """The expansion queries of the reader's spans (``{passage_id: (start, end)}``) in the top ``n`` hits
+    that have a non-empty one."""
+    found = []
+    for hit in hits[:n]:
+        span = spans.get(hit.passage_id)
+        if span is not None and span[0] < span[1]:
+            found.append(expansion_query(query, hit.passage_id, texts[hit.passage_id], *span))
+    return found
+
+
+class EncoderExpansion:
+    """Marks the expansion mentions with a mention encoder: in each top passage, the dataset mention
+    nearest to the query mention. Every mention of the dataset is known (its records, by passage); the
+    vectors are computed when first needed and kept."""
+
+    def __init__(self, encoder_dir: Path, dataset_dir: Path, device: str = "cpu") -> None:
+        from corefsearch.cluster.inputs import dataset_mention_records
+        from corefsearch.cluster.model import MentionEncoder
+        from corefsearch.models import resolve_device
+
+        self.encoder = MentionEncoder.load(Path(encoder_dir), resolve_device(device))
+        self.records = dataset_mention_records(Path(dataset_dir))
+        self.by_passage: dict[str, list[Any]] = {}
+        for record in self.records.values():
+            self.by_passage.setdefault(record.passage_id, []).append(record)
+        self.types = dataset_mention_types(Path(dataset_dir))
+        self.vectors: dict[str, Any] = {}
+
+    def _encode(self, mention_ids: set[str]) -> None:
+        todo = sorted(m for m in mention_ids if m not in self.vectors)
+        if todo:
+            vectors = self.encoder.encode([self.records[m] for m in todo])
+            self.vectors.update(zip(todo, vectors, strict=True))
+
+    def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int) -> dict[str, list[Query]]:
+        """``{query id: expansion queries}`` of each ``(query, ranked hits)``. A query that is not a mention of
+        the dataset (an ad-hoc one) gets none."""
+        wanted = set()
+        for query, hits in items:
+            if query.id in self.records:
+                wanted.add(query.id)
+                wanted.update(r.mention_id for h in hits[:n] for r in self.by_passage.get(h.passage_id, ()))
+        self._encode(wanted)
+        result: dict[str, list[Query]] = {}
+        for query, hits in items:
+            found = result.setdefault(query.id, [])
+            if query.id not in self.records:
+                continue
+            own = self.vectors[query.id]
+            for hit in hits[:n]:
+                candidates = [r for r in self.by_passage.get(hit.passage_id, ())
+                              if r.mention_id != query.id and self.types.get(r.mention_id) == query.type]
+                if candidates:
+                    best = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
+                    found.append(expansion_query(query, hit.passage_id, best.sentence, best.start, best.end))
+        return result
+
+
+def dataset_mention_types(dataset_dir: Path) -> dict[str, str]:
+    from corefsearch.datasets.dataset import Dataset
+
+    return {m.mention_id: m.type for p in Dataset(dataset_dir).passages() for m in p.mentions}
+
+
+def fuse_rounds(first: Sequence[Hit], seconds: Sequence[Sequence[Hit]], weight: float, k: int,
+                exclude: str | None = None) -> list[Hit]:
+    """Weighted reciprocal rank fusion of the first round and the expansion lists (module docstring): the
+    top ``k``, ``exclude`` (the original query's passage) left out. Written by hand: Pyserini's RRF (what
+    ``--fusion rrf`` uses) weighs every run alike, and the second round's weight is chosen on dev."""
+    scores: dict[str, float] = {}
+    first_rank: dict[str, int] = {}
+    for rank, hit in enumerate(first[:k], start=1):
+        scores[hit.passage_id] = 1.0 / (RRF_K + rank)
+        first_rank[hit.passage_id] = rank
+    if seconds and weight:
+        share = weight / len(seconds)
+        for hits in seconds:
+            for rank, hit in enumerate(hits[:k], start=1):
+                if hit.passage_id != exclude:
+                    scores[hit.passage_id] = scores.get(hit.passage_id, 0.0) + share / (RRF_K + rank)
+    ordered = sorted(scores, key=lambda pid: (-scores[pid], first_rank.get(pid, math.inf), pid))
+    return [Hit(pid, scores[pid]) for pid in ordered[:k] if pid != exclude]
+
+
+def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expansions: Mapping[str, list[Query]],
+                 options: ExpansionOptions, k: int) -> list[tuple[Query, list[Hit]]]:
+    """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
+    ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is."""
+    flat = [x for query, _ in first for x in expansions.get(query.id, [])]
+    found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
+    fused = []
+    for query, hits in first:
+        mine = expansions.get(query.id, [])
+        if options.expand == 0 or not mine:
+            fused.append((query, list(hits)))
+            continue
+        fused.append((query, fuse_rounds(hits, [found[x.id] for x in mine], options.weight, k, query.passage_id)))
+    return fused

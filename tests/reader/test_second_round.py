@@ -1,0 +1,139 @@
+"""The second search round (``corefsearch.expansion``, ``search --rounds 2``): N = 0 is the first round, an
+expansion query is a query record like any other, the weighted fusion, the options' checks and their
+round trip through the run's metadata; end to end with a tiny reader's spans and a tiny mention encoder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import flat, save_mention_encoder, saved_reader
+from typer.testing import CliRunner
+
+from corefsearch.cli import app
+from corefsearch.datasets.dataset import read_queries
+from corefsearch.errors import CorefSearchError
+from corefsearch.expansion import RRF_K, ExpansionOptions, expansion_query, from_spans, fuse_rounds, second_round
+from corefsearch.io.trec import read_run
+from corefsearch.schema import Hit, Query
+
+runner = CliRunner()
+QUERY = Query("q1", "d1-0", "The fire destroyed the mill .", 4, 8, "fire", "c1")
+
+
+def hits(*ids: str) -> list[Hit]:
+    return [Hit(pid, 10.0 - i) for i, pid in enumerate(ids)]
+
+
+def test_fuse_rounds_weighs_the_second_round_and_leaves_out_the_querys_passage() -> None:
+    first = hits("a", "b", "c")
+    seconds = [hits("c", "d1-0", "e"), hits("c", "a")]
+    fused = fuse_rounds(first, seconds, 1.0, 10, exclude="d1-0")
+    score = {h.passage_id: h.score for h in fused}
+    assert "d1-0" not in score
+    assert score["c"] == pytest.approx(1 / (RRF_K + 3) + 0.5 * (1 / (RRF_K + 1) + 1 / (RRF_K + 1)))
+    assert score["e"] == pytest.approx(0.5 / (RRF_K + 3))
+    assert [h.passage_id for h in fused][:2] == ["c", "a"]
+    # Weight 0, or no expansion: the first round's order.
+    assert [h.passage_id for h in fuse_rounds(first, seconds, 0.0, 10)] == ["a", "b", "c"]
+    assert [h.passage_id for h in fuse_rounds(first, [], 1.0, 10)] == ["a", "b", "c"]
+    assert len(fuse_rounds(first, seconds, 1.0, 2)) == 2
+
+
+class Recorder:
+    """A retriever that answers every query with the same list and records what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[Query] = []
+
+    def search(self, queries: list[Query], k: int):  # noqa: ANN201
+        for query in queries:
+            self.asked.append(query)
+            yield query, hits("x", "y")[:k]
+
+
+def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_path: Path) -> None:
+    first = [(QUERY, hits("a", "b", "c"))]
+    texts = {"a": "Smoke rose as the blaze spread .", "b": "Crews left .", "c": "no span here"}
+    spans = {"a": (18, 23), "b": (0, 5), "c": (3, 3)}  # c: an empty span (a passage without tokens)
+    retriever = Recorder()
+    options = ExpansionOptions(rounds=2, expand=0)
+    assert second_round(retriever, first, {"q1": from_spans(QUERY, first[0][1], spans, texts, 0)}, options, 10) \
+        == first
+    assert retriever.asked == []
+    expansions = from_spans(QUERY, first[0][1], spans, texts, 3)
+    assert [x.passage_id for x in expansions] == ["a", "b"]  # the empty span gives none
+    blaze = expansions[0]
+    assert (blaze.mention, blaze.text[blaze.start:blaze.end], blaze.cluster_id) == ("blaze", "blaze", "c1")
+    path = tmp_path / "queries.jsonl"
+    path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in expansions))
+    assert read_queries(path) == expansions  # the queries file format, read back as it is
+    fused = second_round(retriever, first, {"q1": expansions}, ExpansionOptions(rounds=2, expand=2), 10)
+    assert [q.id for q in retriever.asked] == ["q1>a", "q1>b"]
+    assert {h.passage_id for h in fused[0][1]} == {"a", "b", "c", "x", "y"}
+    assert expansion_query(QUERY, "p", "a b c", 2, 3).id == "q1>p"
+
+
+def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(tmp_path: Path) -> None:
+    for options, message in ((ExpansionOptions(rounds=3), "--rounds must be 1 or 2"),
+                             (ExpansionOptions(rounds=2, expand=-1), "--expand must not be negative"),
+                             (ExpansionOptions(rounds=2, weight=math.nan), "--expand-weight"),
+                             (ExpansionOptions(rounds=2, source="bm25"), "--expand-from must be one of"),
+                             (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
+                             (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
+                             (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
+                              "no such model folder")):
+        with pytest.raises(CorefSearchError, match=message):
+            options.validate(has_reader=False)
+    options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path)
+    assert ExpansionOptions.from_metadata(json.loads(json.dumps(options.describe(False)))) == \
+        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve())
+    with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
+    assert with_reader.describe(True)["source"] == "reader"
+    assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
+
+
+def search(index: Path, dataset: Path, out: Path, *options: str) -> dict:
+    result = runner.invoke(app, ["search", "--index", str(index), "--queries", str(dataset / "queries" / "dev.jsonl"),
+                                 "--out", str(out), "--k", "10", "--query-format", "mention", "--device", "cpu",
+                                 *options])
+    assert result.exit_code == 0, result.output
+    return json.loads(Path(f"{out}.meta.json").read_text())
+
+
+def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encoder(
+        tiny_base: Path, tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
+    reader = saved_reader(tiny_base, tmp_path / "reader")
+    encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
+    with_reader = ["--reader", str(reader), "--rerank-k", "5"]
+    one = search(tiny_index, tiny_dataset, tmp_path / "one.trec", *with_reader)
+    zero = search(tiny_index, tiny_dataset, tmp_path / "zero.trec", *with_reader, "--rounds", "2", "--expand", "0")
+    assert read_run(tmp_path / "zero.trec") == read_run(tmp_path / "one.trec")  # N = 0: the first round
+    assert zero["expansion"]["expand"] == 0 and "expansion" not in one
+    two = search(tiny_index, tiny_dataset, tmp_path / "two.trec", *with_reader, "--rounds", "2", "--expand", "2",
+                 "--expand-weight", "1")
+    assert two["expansion"]["source"] == "reader" and two["expansion"]["queries"] > 0
+    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None)
+    assert two["tag"].endswith("+round2-reader2")
+    run = read_run(tmp_path / "two.trec")
+    queries = {q.id: q for q in read_queries(tiny_dataset / "queries" / "dev.jsonl")}
+    for qid, scores in run.items():
+        assert queries[qid].passage_id not in scores and 0 < len(scores) <= 10
+    encoded = search(tiny_index, tiny_dataset, tmp_path / "enc.trec", "--rounds", "2", "--expand", "3",
+                     "--mention-encoder", str(encoder))
+    assert encoded["expansion"]["source"] == "encoder" and encoded["expansion"]["encoder"] == str(encoder.resolve())
+    assert read_run(tmp_path / "enc.trec").keys() == run.keys()
+
+
+def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
+    queries = tiny_dataset / "queries" / "dev.jsonl"
+    base = ["search", "--index", str(tiny_index), "--queries", str(queries), "--out", str(tmp_path / "r.trec")]
+    for extra, message in ((["--expand", "2"], "--expand: the second round's options; add --rounds 2"),
+                           (["--rounds", "2"], "add --mention-encoder DIR"),
+                           (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
+                           (["--rounds", "3"], "--rounds must be 1 or 2")):
+        result = runner.invoke(app, [*base, *extra])
+        assert result.exit_code == 1 and message in flat(result.output), result.output
+        assert "Traceback" not in result.output and not (tmp_path / "r.trec").exists()
