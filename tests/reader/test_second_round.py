@@ -137,3 +137,42 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
         result = runner.invoke(app, [*base, *extra])
         assert result.exit_code == 1 and message in flat(result.output), result.output
         assert "Traceback" not in result.output and not (tmp_path / "r.trec").exists()
+
+
+def test_a_query_cluster_is_scored_by_b_cubed_against_its_gold_cluster() -> None:
+    from corefsearch.evaluate.query_clusters import answer_mentions, query_b_cubed
+
+    cluster_of = {"q": "fire", "m2": "fire", "m3": "fire", "o1": "other"}
+    members = {"fire": ["q", "m2", "m3"], "other": ["o1"]}
+    passages = {"p2": [("m2", 0, 5), ("o1", 10, 15)], "p3": [("m3", 3, 8)], "px": []}
+    spans = {("q", "p2"): (1, 4), ("q", "p3"): (3, 8), ("q", "px"): (0, 2)}
+    assert answer_mentions("q", [], spans, passages) == {"q"}  # the query mention is always in its answer
+    perfect = query_b_cubed("q", answer_mentions("q", ["p2", "p3"], spans, passages), cluster_of, members)
+    assert perfect == {"B3 P": 1.0, "B3 R": 1.0, "B3 F1": 1.0}
+    alone = query_b_cubed("q", {"q"}, cluster_of, members)
+    assert alone["B3 P"] == 1.0 and alone["B3 R"] == pytest.approx(1 / 3)
+    # A span over another event's mention, and one over no gold mention, lower precision only.
+    noisy = answer_mentions("q", ["p2", "p3", "px"], {**spans, ("q", "p2"): (11, 14)}, passages)
+    assert noisy == {"q", "o1", "m3", "px:0-2"}
+    score = query_b_cubed("q", noisy, cluster_of, members)
+    assert score["B3 P"] == pytest.approx((2 / 4 * 2 + 1 / 4 + 1 / 4) / 4)
+    assert score["B3 R"] == pytest.approx((2 / 3 * 2 + 1 / 3) / 3)
+
+
+def test_evaluate_cluster_k_adds_per_query_b_cubed(tiny_base: Path, tiny_dataset: Path, tiny_index: Path,
+                                                   tmp_path: Path) -> None:
+    reader = saved_reader(tiny_base, tmp_path / "reader")
+    out = tmp_path / "run.trec"
+    search(tiny_index, tiny_dataset, out, "--reader", str(reader), "--rerank-k", "5")
+    base = ["evaluate", str(out), "--qrels", str(tiny_dataset / "qrels" / "dev.txt"), "--spans",
+            f"{out}.spans.jsonl", "--dataset", str(tiny_dataset), "--output-format", "json"]
+    result = runner.invoke(app, [*base, "--cluster-k", "3"])
+    assert result.exit_code == 0, result.output
+    metrics = next(iter(json.loads(result.stdout).values()))
+    for name in ("cluster B3 P@3", "cluster B3 R@3", "cluster B3 F1@3"):
+        assert 0 <= metrics[name] <= 1
+    result = runner.invoke(app, ["evaluate", str(out), "--qrels", str(tiny_dataset / "qrels" / "dev.txt"),
+                                 "--cluster-k", "3"])
+    assert result.exit_code == 1 and "--cluster-k scores the mentions a run's spans mark" in flat(result.output)
+    result = runner.invoke(app, [*base, "--cluster-k", "0"])
+    assert result.exit_code == 1 and "--cluster-k must be at least 1" in flat(result.output)

@@ -47,6 +47,9 @@ def evaluate_command(
     singletons: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="With --clusters: keep | drop (remove the singleton clusters of key and response before "
              "scoring; default: keep).")] = None,
+    cluster_k: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        help="With --spans and --dataset: also score each query's top K as a cluster (the mentions its spans "
+             "mark, with the query's own) against the query's gold cluster: per-query B³ P/R/F1.")] = None,
 ) -> None:
     """Score runs: MRR@10, mAP@10, mAP@50, R@10, R@50, R@100, R@500 (and infAP on incomplete qrels).
 
@@ -61,7 +64,8 @@ def evaluate_command(
     if clusters is not None:
         _evaluate_clusters(clusters, runs, dataset, split, singletons, output_format,
                            {"--qrels": qrels, "--per-query": per_query, "--metrics": metrics, "--plot": plot,
-                            "--spans": spans, "--definition": None if definition == "trec" else definition})
+                            "--spans": spans, "--definition": None if definition == "trec" else definition,
+                            "--cluster-k": cluster_k})
         return
     unused = [name for name, value in (("--split", split), ("--singletons", singletons)) if value is not None]
     if unused:
@@ -84,7 +88,7 @@ def evaluate_command(
                                                      *(("--spans", path) for path in spans or ()),
                                                      ("--dataset", dataset)])
     evaluations = evaluate_files(runs, qrels, definition=definition, spans_paths=spans, dataset=dataset,
-                                 metrics=chosen, curves=plot is not None)
+                                 metrics=chosen, curves=plot is not None, cluster_k=cluster_k)
     for evaluation in evaluations:
         for message in evaluation.warnings:
             err_console.print(f"[yellow]warning:[/yellow] {escape(f'{evaluation.name}: {message}')}",

@@ -224,13 +224,15 @@ def run_names(run_paths: Sequence[Path]) -> list[str]:
 
 def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str = "trec",
                    spans_paths: Sequence[Path] | None = None, dataset: Path | None = None,
-                   metrics: Sequence[str] | None = None, curves: bool = False) -> list[Evaluation]:
+                   metrics: Sequence[str] | None = None, curves: bool = False,
+                   cluster_k: int | None = None) -> list[Evaluation]:
     """Evaluate each TREC run file against one qrels file (read once), in the order given.
 
     ``spans_paths`` (one reader spans file per run, same order) adds EM and F1, which need the
     ``dataset`` directory the spans' offsets point into. Raises ``InputError`` when the counts
     differ or the dataset is missing. ``metrics`` as in ``evaluate_run``; ``curves`` adds each
-    run's R@k and MRR@k at every cut-off (``Evaluation.curve``, for ``plot_curves``).
+    run's R@k and MRR@k at every cut-off (``Evaluation.curve``, for ``plot_curves``). ``cluster_k`` (with
+    spans) adds each query's top k scored as a cluster: per-query B³ (``query_clusters.py``).
     """
     check_definition(definition)
     spans_paths = list(spans_paths or [])
@@ -241,6 +243,11 @@ def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str 
         raise InputError("span evaluation (--spans) needs the dataset the spans point into (--dataset DATASET)")
     if dataset is not None and not spans_paths:
         raise InputError("a dataset (--dataset) is only used to evaluate spans; add --spans RUN.spans.jsonl")
+    if cluster_k is not None and not spans_paths:
+        raise InputError("--cluster-k scores the mentions a run's spans mark: add --spans RUN.spans.jsonl and "
+                         "--dataset DATASET")
+    if cluster_k is not None and cluster_k < 1:
+        raise InputError(f"--cluster-k must be at least 1, got {cluster_k}")
     # opened first, so that a wrong directory fails before any run is read
     data = Dataset(Path(dataset)) if dataset is not None else None
     qrels = read_qrels(Path(qrels_path))
@@ -254,6 +261,14 @@ def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str 
         if data is not None:
             spans = score_spans(Path(spans_paths[position]), data, qrels, run)
         evaluation = evaluate_run(run, qrels, definition, name, spans=spans, metrics=metrics)
+        if cluster_k is not None and data is not None:
+            from corefsearch.evaluate.query_clusters import score_query_clusters
+
+            clusters = score_query_clusters(run, Path(spans_paths[position]), data, cluster_k)
+            evaluation.aggregate.update(clusters.aggregate())
+            for qid, values in clusters.per_query.items():
+                evaluation.per_query.setdefault(qid, {}).update(
+                    {f"cluster {name}@{cluster_k}": value for name, value in values.items()})
         if curves:
             from corefsearch.evaluate.curves import cutoff_curve
 
