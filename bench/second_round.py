@@ -59,7 +59,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
         texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n_max]}
         expansions = {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n_max) for q, hits in first}
     else:
-        expansions = EncoderExpansion(encoder, dataset, device).expansions(first, n_max)
+        expansions = EncoderExpansion.load(encoder, dataset, device).expansions(first, n_max)
     flat = [x for q, _ in first for x in expansions[q.id]]
     log(f"{split}: second round, {len(flat):,} expansion queries")
     began = time.perf_counter()

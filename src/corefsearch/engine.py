@@ -28,7 +28,8 @@ from typing import Any
 
 from corefsearch.artefacts import versions
 from corefsearch.datasets.passages import PassageFile
-from corefsearch.errors import InputError
+from corefsearch.errors import CorefSearchError, InputError
+from corefsearch.expansion import ExpansionOptions
 from corefsearch.reader.rerank import ReaderOptions, rerank_hits
 from corefsearch.retriever import (
     RETRIEVERS,
@@ -168,6 +169,8 @@ class AdhocResult:
     rerank_fusion: str | None = None  # with a reader: reader | rrf (--rerank-fusion, or the reader's recorded one)
     split: str | None = None  # a query of a dataset: its split ...
     relevant_total: int | None = None  # ... and how many passages its qrels hold relevant
+    expansion: dict[str, Any] | None = None  # the second round (rounds 2): its options and expansion queries
+    cluster: dict[str, Any] | None = None  # the answer as a cluster (corefsearch.expansion.cluster_answer)
 
     def to_json(self) -> dict[str, Any]:
         query: dict[str, Any] = {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
@@ -175,9 +178,14 @@ class AdhocResult:
         if self.split is not None:
             query = {"id": self.query.id, "split": self.split, "passage_id": self.query.passage_id,
                      "cluster_id": self.query.cluster_id, **query, "relevant_passages": self.relevant_total}
-        return {"query": query, "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
-                "reader": self.reader, "rerank_fusion": self.rerank_fusion,
-                "hits": [hit.to_json() for hit in self.hits]}
+        record = {"query": query, "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
+                  "reader": self.reader, "rerank_fusion": self.rerank_fusion,
+                  "hits": [hit.to_json() for hit in self.hits]}
+        if self.expansion is not None:
+            record["expansion"] = self.expansion
+        if self.cluster is not None:
+            record["cluster"] = self.cluster
+        return record
 
 
 # --- the engine -----------------------------------------------------------------------------------
@@ -188,7 +196,8 @@ class SearchEngine:
 
     def __init__(self, index: Path, options: BM25Options, retrieval: RetrievalOptions,
                  opened: dict[str, Retriever], reader: ReaderOptions | None = None, loaded_reader: Any = None,
-                 dataset: Path | None = None, load_seconds: dict[str, float] | None = None) -> None:
+                 dataset: Path | None = None, load_seconds: dict[str, float] | None = None,
+                 expansion: ExpansionOptions | None = None, mention_encoder: Any = None) -> None:
         self.index = Path(index)
         self.options = options
         self.retrieval = retrieval
@@ -200,11 +209,14 @@ class SearchEngine:
         self.load_seconds: dict[str, float] = load_seconds or {}
         self._lock = threading.RLock()
         self._documents: PassageFile | None = None
+        self.expansion = expansion or ExpansionOptions()  # the default rounds, N and weight of a question
+        self.mention_encoder = mention_encoder  # --mention-encoder: the encoder's expansion and cluster answers
+        self._expander: Any = None  # EncoderExpansion over the index's dataset, built at its first use
 
     @classmethod
     def open(cls, index: Path, options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
              reader: ReaderOptions | None = None, dataset: Path | None = None,
-             retrievers: Sequence[str] | None = None) -> SearchEngine:
+             retrievers: Sequence[str] | None = None, expansion: ExpansionOptions | None = None) -> SearchEngine:
         """Open once: the retriever of ``retrieval`` (and, with ``retrievers``, the other named ones,
         e.g. ``("bm25", "hybrid")``), spaCy when the query format needs it, the reader. With
         ``dataset``, its queries can be asked by id (the index must hold its passages). Raises
@@ -218,6 +230,8 @@ class SearchEngine:
             replace(retrieval, retriever=name).validate()
         if reader is not None:
             reader.validate()
+        if expansion is not None:
+            expansion.validate(has_reader=reader is not None)
         names = list(dict.fromkeys([retrieval.retriever, *(retrievers or ())]))
         if dataset is not None:
             from corefsearch.datasets.dataset import Dataset
@@ -234,6 +248,15 @@ class SearchEngine:
             started = time.perf_counter()
             loaded_reader = reader.load()
             load_seconds["reader"] = time.perf_counter() - started
+        mention_encoder = None
+        if expansion is not None and expansion.encoder is not None:
+            from corefsearch.cluster.model import MentionEncoder
+            from corefsearch.models import check_model_folder, resolve_device
+
+            check_model_folder(expansion.encoder, "--mention-encoder")
+            started = time.perf_counter()
+            mention_encoder = MentionEncoder.load(Path(expansion.encoder), resolve_device(retrieval.device))
+            load_seconds["mention encoder"] = time.perf_counter() - started
         started = time.perf_counter()
         opened = open_retrievers(index, options, retrieval, names, manifests)
         for retriever in dict.fromkeys(opened.values()):
@@ -255,7 +278,8 @@ class SearchEngine:
                 getattr(nlp, pipeline)()
                 load_seconds["spacy"] = time.perf_counter() - started
         load_seconds = {name: round(seconds, 3) for name, seconds in load_seconds.items()}
-        return cls(index, options, retrieval, opened, reader, loaded_reader, dataset, load_seconds)
+        return cls(index, options, retrieval, opened, reader, loaded_reader, dataset, load_seconds, expansion,
+                   mention_encoder)
 
     def retriever(self, name: str | None = None) -> Retriever:
         """An opened retriever (default: the first)."""
@@ -270,19 +294,21 @@ class SearchEngine:
     def query(self, mention: str | None = None, context: str | None = None, occurrence: int | None = None,
               start: int | None = None, end: int | None = None, qid: str | None = None, k: int = 10,
               retriever: str | None = None, rerank_k: int | None = None,
-              query_format: str | None = None) -> AdhocResult:
+              query_format: str | None = None, rounds: int | None = None, cluster: bool = False) -> AdhocResult:
         """The top ``k`` passages for one mention (``mention`` [+ ``occurrence``] in ``context``, or
         ``start``/``end`` offsets into ``context``), or for the query ``qid`` of the engine's dataset
         (its own passage left out; hits marked relevant or not, with the gold mentions of its cluster).
         ``rerank_k``: None, the reader's ``rerank_k``; 0, no re-ranking. ``query_format``: the BM25
-        query format of this query alone. Bad input is an ``InputError`` with a one-line message."""
+        query format of this query alone. ``rounds``: 2 for a second round (default: the engine's
+        ``--rounds``); ``cluster``: also the answer as a cluster (with the engine's mention encoder). Bad
+        input is an ``InputError`` with a one-line message."""
         with self._lock:
             query, occurrences, found = query_of(mention, context, occurrence, start, end, self.dataset, qid)
-            return self.answer(query, occurrences, found, k, retriever, rerank_k, query_format)
+            return self.answer(query, occurrences, found, k, retriever, rerank_k, query_format, rounds, cluster)
 
     def answer(self, query: Query, occurrences: int = 1, found: Any = None, k: int = 10,
                retriever: str | None = None, rerank_k: int | None = None,
-               query_format: str | None = None) -> AdhocResult:
+               query_format: str | None = None, rounds: int | None = None, cluster: bool = False) -> AdhocResult:
         """``query`` answered (``query`` builds it from the caller's input; ``found``: its
         ``DatasetQuery`` when it is a query of the dataset)."""
         from corefsearch.sparse.formulation import QUERY_FORMATS
@@ -298,6 +324,12 @@ class SearchEngine:
         if rerank_k and self.loaded_reader is None:
             raise InputError("re-ranking needs a reader: open the engine with one (--reader MODEL_DIR), or ask "
                              "with rerank_k 0")
+        rounds = self.expansion.rounds if rounds is None else rounds
+        if isinstance(rounds, bool) or rounds not in (1, 2):
+            raise InputError(f"rounds must be 1 or 2, got {rounds!r}")
+        if cluster and self.mention_encoder is None:
+            raise InputError("a cluster answer clusters the mentions found with a mention encoder: open the engine "
+                             "with --mention-encoder DIR (from `corefsearch train clusterer`)")
         with self._lock:
             searcher = self.retriever(retriever)
             name = searcher.name
@@ -319,6 +351,9 @@ class SearchEngine:
                 rerank_fusion = self.reader.fusion_for(self.loaded_reader.config)[0]
                 hits, read = rerank_hits(self.loaded_reader, query, hits, texts, rerank_k, rerank_fusion)
                 spans = {r.passage_id: (r.start, r.end) for r in read}
+            expansion = None
+            if rounds == 2:
+                hits, expansion = self._second_round(searcher, query, hits, spans, depth)
             hits = hits[:k]
             results = []
             if query_string is not None:
@@ -337,13 +372,88 @@ class SearchEngine:
                 for hit in results:
                     hit.relevant = hit.passage_id in found.relevant
                     hit.gold_mentions = gold.get(hit.passage_id, [])
+            cluster_record = self._cluster(query, results, spans) if cluster else None
             dense = getattr(searcher, "dense", searcher if name == "dense" else None)
             encoder = dense.manifest["encoder"]["reference"] if dense is not None else None
             return AdhocResult(query, query_string, occurrences, results, retriever=name, encoder=encoder,
                                fusion=searcher.fusion.method if name == "hybrid" else None,  # type: ignore[attr-defined]
                                reader=str(self.reader.model) if rerank_k and self.reader is not None else None,
                                rerank_fusion=rerank_fusion, split=found.split if found is not None else None,
-                               relevant_total=len(found.relevant) if found is not None else None)
+                               relevant_total=len(found.relevant) if found is not None else None,
+                               expansion=expansion, cluster=cluster_record)
+
+    # --- the second round and the cluster answer ---
+
+    def _dataset_dir(self) -> Path:
+        """The dataset the index was built from (or the engine's ``--dataset``)."""
+        manifest = getattr(self.retriever(), "manifest", {})
+        return self.dataset if self.dataset is not None else Path(manifest.get("dataset", ""))
+
+    def _expansion_engine(self) -> Any:
+        """The mention encoder's choice of mentions over the dataset's passages (built at its first use)."""
+        if self.mention_encoder is None:
+            raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
+                             "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
+        if self._expander is None:
+            from corefsearch.expansion import EncoderExpansion
+
+            self._expander = EncoderExpansion(self.mention_encoder, self._dataset_dir())
+        return self._expander
+
+    def _second_round(self, searcher: Retriever, query: Query, hits: list[Any], spans: dict[str, tuple[int, int]],
+                      depth: int) -> tuple[list[Any], dict[str, Any]]:
+        from corefsearch.expansion import from_spans, second_round
+
+        source = self.expansion.source or ("reader" if spans else "encoder")
+        options = replace(self.expansion, rounds=2, source=source)
+        n = options.expand
+        if source == "reader":
+            if not spans:
+                raise InputError("a second round from the reader's spans needs re-ranking (rerank_k > 0)")
+            texts = {pid: searcher.passage(pid)["text"] for pid in spans}
+            expansions = from_spans(query, hits, spans, texts, n)
+        else:
+            expansions = self._expansion_engine().expansions([(query, hits)], n)[query.id]
+        fused = second_round(searcher, [(query, hits)], {query.id: expansions}, options, depth)[0][1]
+        record = {**options.describe(source == "reader"), "queries": [
+            {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end} for x in expansions]}
+        return fused, record
+
+    def _document_context(self, passage_id: str) -> tuple[str | None, str]:
+        """A passage's document id and its first two passages (what the mention encoder reads as context)."""
+        from corefsearch.errors import MissingArtefactError
+
+        if not passage_id:
+            return None, ""
+        try:
+            doc_id, document = self._document_file().document(passage_id)
+        except (MissingArtefactError, InputError):
+            return None, ""
+        return doc_id, " ".join(record["text"] for record in document[:2])
+
+    def _cluster(self, query: Query, hits: list[AdhocHit], spans: dict[str, tuple[int, int]]) -> dict[str, Any]:
+        """The answer as a cluster: the reader's span in each hit, else the mention encoder's nearest mention of
+        the dataset in it (``corefsearch.expansion.cluster_answer``)."""
+        from corefsearch.expansion import FoundMention, cluster_answer
+
+        unmarked = [hit.passage_id for hit in hits if hit.passage_id not in spans]
+        nearest: dict[str, Any] = {}
+        if unmarked:
+            try:
+                nearest = self._expansion_engine().nearest([(query, unmarked)])[query.id]
+            except CorefSearchError:
+                nearest = {}  # no dataset with mentions beside the index: the reader's spans alone
+        found = []
+        for hit in hits:
+            span = spans.get(hit.passage_id)
+            if span is None and hit.passage_id in nearest:
+                span = (nearest[hit.passage_id].start, nearest[hit.passage_id].end)
+            if span is None or span[0] >= span[1]:
+                continue
+            doc_id, context = self._document_context(hit.passage_id)
+            found.append(FoundMention(hit.passage_id, doc_id, hit.title, hit.text, span[0], span[1], hit.rank,
+                                      context))
+        return cluster_answer(self.mention_encoder, query, self._document_context(query.passage_id)[1], found)
 
     # --- passages ---
 
@@ -403,6 +513,10 @@ class SearchEngine:
         return {"index": str(self.index.resolve()), "retrievers": list(self.retrievers),
                 "tags": {name: retriever.tag for name, retriever in self._opened.items()}, "options": options,
                 "encoder": encoder, "reader": reader,
+                "mention_encoder": (str(Path(self.expansion.encoder).resolve())
+                                    if self.mention_encoder is not None and self.expansion.encoder else None),
+                "expansion": {"rounds": self.expansion.rounds, "expand": self.expansion.expand,
+                              "weight": self.expansion.weight, "source": self.expansion.source},
                 "dataset": str(self.dataset.resolve()) if self.dataset is not None else None,
                 "passages_sha256": getattr(self.retriever(), "passages_sha256", None),
                 "load_seconds": dict(self.load_seconds), "versions": versions(*VERSIONED, python=True)}

@@ -118,12 +118,10 @@ class EncoderExpansion:
     nearest to the query mention. Every mention of the dataset is known (its records, by passage); the
     vectors are computed when first needed and kept."""
 
-    def __init__(self, encoder_dir: Path, dataset_dir: Path, device: str = "cpu") -> None:
+    def __init__(self, encoder: Any, dataset_dir: Path) -> None:
         from corefsearch.cluster.inputs import dataset_mention_records
-        from corefsearch.cluster.model import MentionEncoder
-        from corefsearch.models import resolve_device
 
-        self.encoder = MentionEncoder.load(Path(encoder_dir), resolve_device(device))
+        self.encoder = encoder
         self.records = dataset_mention_records(Path(dataset_dir))
         self.by_passage: dict[str, list[Any]] = {}
         for record in self.records.values():
@@ -131,34 +129,51 @@ class EncoderExpansion:
         self.types = dataset_mention_types(Path(dataset_dir))
         self.vectors: dict[str, Any] = {}
 
+    @classmethod
+    def load(cls, encoder_dir: Path, dataset_dir: Path, device: str = "cpu") -> EncoderExpansion:
+        from corefsearch.cluster.model import MentionEncoder
+        from corefsearch.models import resolve_device
+
+        return cls(MentionEncoder.load(Path(encoder_dir), resolve_device(device)), dataset_dir)
+
     def _encode(self, mention_ids: set[str]) -> None:
         todo = sorted(m for m in mention_ids if m not in self.vectors)
         if todo:
             vectors = self.encoder.encode([self.records[m] for m in todo])
             self.vectors.update(zip(todo, vectors, strict=True))
 
-    def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int) -> dict[str, list[Query]]:
-        """``{query id: expansion queries}`` of each ``(query, ranked hits)``. A query that is not a mention of
-        the dataset (an ad-hoc one) gets none."""
-        wanted = set()
-        for query, hits in items:
-            if query.id in self.records:
-                wanted.add(query.id)
-                wanted.update(r.mention_id for h in hits[:n] for r in self.by_passage.get(h.passage_id, ()))
-        self._encode(wanted)
-        result: dict[str, list[Query]] = {}
-        for query, hits in items:
-            found = result.setdefault(query.id, [])
-            if query.id not in self.records:
-                continue
-            own = self.vectors[query.id]
-            for hit in hits[:n]:
-                candidates = [r for r in self.by_passage.get(hit.passage_id, ())
+    def _query_vector(self, query: Query) -> Any:
+        """The query mention's vector: a mention of the dataset's, or (an ad-hoc query) its passage alone."""
+        if query.id in self.records:
+            self._encode({query.id})
+            return self.vectors[query.id]
+        from corefsearch.cluster.inputs import MentionRecord
+
+        record = MentionRecord(query.id, "", "", None, query.passage_id, query.text[query.start:query.end],
+                               query.start, query.end, query.text, "")
+        return self.encoder.encode([record])[0]
+
+    def nearest(self, items: Sequence[tuple[Query, Sequence[str]]]) -> dict[str, dict[str, Any]]:
+        """``{query id: {passage id: record}}``: in each passage of each ``(query, passage ids)``, the dataset
+        mention of the query's type nearest to the query mention (passages without one are left out)."""
+        self._encode({r.mention_id for _, passage_ids in items for pid in passage_ids
+                      for r in self.by_passage.get(pid, ())})
+        result: dict[str, dict[str, Any]] = {}
+        for query, passage_ids in items:
+            own = self._query_vector(query)
+            chosen = result.setdefault(query.id, {})
+            for pid in passage_ids:
+                candidates = [r for r in self.by_passage.get(pid, ())
                               if r.mention_id != query.id and self.types.get(r.mention_id) == query.type]
                 if candidates:
-                    best = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
-                    found.append(expansion_query(query, hit.passage_id, best.sentence, best.start, best.end))
+                    chosen[pid] = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
         return result
+
+    def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int) -> dict[str, list[Query]]:
+        """``{query id: expansion queries}`` of each ``(query, ranked hits)``."""
+        chosen = self.nearest([(query, [h.passage_id for h in hits[:n]]) for query, hits in items])
+        return {query.id: [expansion_query(query, pid, r.sentence, r.start, r.end)
+                           for pid, r in chosen[query.id].items()] for query, _ in items}
 
 
 def dataset_mention_types(dataset_dir: Path) -> dict[str, str]:
@@ -201,3 +216,58 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
             continue
         fused.append((query, fuse_rounds(hits, [found[x.id] for x in mine], options.weight, k, query.passage_id)))
     return fused
+
+
+# --- the answer as a cluster (query --cluster, serve) ---------------------------------------------------------
+
+NEAR_MISSES = 5
+
+
+@dataclass
+class FoundMention:
+    """A mention of a retrieved passage: the reader's span, or the dataset mention the encoder put nearest."""
+
+    passage_id: str
+    doc_id: str | None
+    title: str
+    text: str  # the passage's text
+    start: int
+    end: int
+    rank: int  # of its passage in the answer
+    context: str  # the document's first two passages (what the mention encoder reads beside the sentence)
+
+
+def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention],
+                   threshold: float | None = None) -> dict[str, Any]:
+    """The query mention and the mentions found, clustered by average linkage on the mention encoder's vectors
+    at its τ (``threshold``: another τ); the cluster that holds the query mention, its mentions grouped by
+    document (in the order of their best rank), and the other mentions nearest to the query as near misses.
+    Each mention's score is its cosine similarity to the query mention."""
+    from corefsearch.cluster.agglomerative import cluster_dense
+    from corefsearch.cluster.inputs import MentionRecord
+
+    tau = encoder.config.threshold if threshold is None else threshold
+    if tau is None:
+        raise InputError("the mention encoder records no threshold (it was trained without a dev split)")
+    records = [MentionRecord("query", "", "", None, query.passage_id, query.text[query.start:query.end],
+                             query.start, query.end, query.text, query_context)]
+    records += [MentionRecord(f"m{i}", "", m.doc_id or m.passage_id, None, m.passage_id, m.text[m.start:m.end],
+                              m.start, m.end, m.text, m.context) for i, m in enumerate(found)]
+    vectors = encoder.encode(records)
+    labels = cluster_dense(vectors, float(tau)) if len(records) > 1 else [0]
+    similarity = (vectors @ vectors[0]).tolist()
+    members = [i for i in range(1, len(records)) if labels[i] == labels[0]]
+    documents: dict[str, dict[str, Any]] = {}
+    for i in sorted(members, key=lambda i: found[i - 1].rank):
+        mention = found[i - 1]
+        key = mention.doc_id or mention.passage_id
+        documents.setdefault(key, {"doc_id": mention.doc_id, "title": mention.title, "mentions": []})[
+            "mentions"].append(_mention_json(mention, similarity[i]))
+    others = sorted((i for i in range(1, len(records)) if labels[i] != labels[0]), key=lambda i: -similarity[i])
+    return {"threshold": float(tau), "size": 1 + len(members), "documents": list(documents.values()),
+            "near_misses": [_mention_json(found[i - 1], similarity[i]) for i in others[:NEAR_MISSES]]}
+
+
+def _mention_json(mention: FoundMention, score: float) -> dict[str, Any]:
+    return {"passage_id": mention.passage_id, "rank": mention.rank, "start": mention.start, "end": mention.end,
+            "mention": mention.text[mention.start:mention.end], "text": mention.text, "score": round(score, 4)}

@@ -264,7 +264,7 @@ def _second_round(retriever: Retriever, first: list[tuple[Query, list[Any]]], ex
         expansions = {query.id: from_spans(query, hits, spans_of.get(query.id, {}), texts, n) for query, hits in first}
     else:
         assert dataset_dir is not None and expansion.encoder is not None
-        expansions = EncoderExpansion(expansion.encoder, dataset_dir, device).expansions(first, n)
+        expansions = EncoderExpansion.load(expansion.encoder, dataset_dir, device).expansions(first, n)
     fused = second_round(retriever, first, expansions, expansion, k)
     record = {**expansion.describe(has_reader), "queries": sum(len(v) for v in expansions.values()),
               "seconds": round(time.perf_counter() - began, 3)}
@@ -298,13 +298,16 @@ def check_query_passages(queries: list[Query], retriever: Retriever, queries_pat
 def adhoc_query(index: Path, mention: str | None = None, context: str | None = None, occurrence: int | None = None,
                 k: int = 10, options: BM25Options | None = None,
                 retrieval: RetrievalOptions | None = None, reader: ReaderOptions | None = None,
-                dataset: Path | None = None, qid: str | None = None) -> AdhocResult:
+                dataset: Path | None = None, qid: str | None = None, expansion: ExpansionOptions | None = None,
+                cluster: bool = False) -> AdhocResult:
     """The top ``k`` passages for one mention; with a ``reader``, the retriever's top
     ``reader.rerank_k`` re-ranked, each with its coreferring span.
 
     ``dataset`` and ``qid`` (instead of ``mention`` and ``context``) answer a query of a dataset
     (its own passage left out, as in ``search``) and mark each hit relevant or not (its qrels)
     with the mentions of the query's cluster in it (``AdhocHit.relevant``, ``gold_mentions``).
+    ``expansion``: a second round (``rounds`` 2) and the mention encoder; ``cluster``: the answer as a
+    cluster too (``AdhocResult.cluster``).
     """
     options, retrieval = _checked_options(options, retrieval, k)
     if reader is not None:
@@ -312,8 +315,8 @@ def adhoc_query(index: Path, mention: str | None = None, context: str | None = N
     if qid is None and dataset is not None:
         raise InputError("--dataset names the dataset of --qid: add --qid ID (a query id of its queries files)")
     query, occurrences, found = query_of(mention, context, occurrence, None, None, dataset, qid)
-    engine = SearchEngine.open(index, options, retrieval, reader, dataset)
-    return engine.answer(query, occurrences, found, k)
+    engine = SearchEngine.open(index, options, retrieval, reader, dataset, expansion=expansion)
+    return engine.answer(query, occurrences, found, k, cluster=cluster)
 
 
 def cluster_dataset(dataset: Path, out: Path, ray: Any = None, **options: Any) -> ClusterSummary:

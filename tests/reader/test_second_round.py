@@ -176,3 +176,61 @@ def test_evaluate_cluster_k_adds_per_query_b_cubed(tiny_base: Path, tiny_dataset
     assert result.exit_code == 1 and "--cluster-k scores the mentions a run's spans mark" in flat(result.output)
     result = runner.invoke(app, [*base, "--cluster-k", "0"])
     assert result.exit_code == 1 and "--cluster-k must be at least 1" in flat(result.output)
+
+
+def test_query_answers_with_a_second_round_and_as_a_cluster_holding_the_query_mention(
+        tiny_base: Path, tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
+    reader = saved_reader(tiny_base, tmp_path / "reader")
+    encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
+    qid = read_queries(tiny_dataset / "queries" / "dev.jsonl")[0].id
+    base = ["query", "--index", str(tiny_index), "--dataset", str(tiny_dataset), "--qid", qid, "--query-format",
+            "mention", "--device", "cpu", "--k", "5", "--json"]
+    one = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5"])
+    assert one.exit_code == 0, one.output
+    two = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--rounds", "2", "--expand", "2"])
+    assert two.exit_code == 0, two.output
+    answer = json.loads(two.output)
+    assert answer["expansion"]["source"] == "reader" and len(answer["expansion"]["queries"]) <= 2
+    assert "expansion" not in json.loads(one.output)
+    clustered = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--cluster",
+                                    "--mention-encoder", str(encoder)])
+    assert clustered.exit_code == 0, clustered.output
+    cluster = json.loads(clustered.output)["cluster"]
+    assert cluster["size"] == 1 + sum(len(d["mentions"]) for d in cluster["documents"])  # the query mention's own
+    assert cluster["threshold"] == 0.5
+    for mention in [m for d in cluster["documents"] for m in d["mentions"]] + cluster["near_misses"]:
+        assert mention["text"][mention["start"]:mention["end"]] == mention["mention"]
+    # Without a reader, the encoder marks the mentions (of the dataset's passages) for both.
+    encoded = runner.invoke(app, [*base, "--cluster", "--rounds", "2", "--mention-encoder", str(encoder)])
+    assert encoded.exit_code == 0, encoded.output
+    assert json.loads(encoded.output)["expansion"]["source"] == "encoder"
+    table = runner.invoke(app, [*base[:-1], "--cluster", "--mention-encoder", str(encoder)])
+    assert table.exit_code == 0 and "The query mention's cluster:" in table.output
+    refused = runner.invoke(app, [*base, "--cluster"])
+    assert refused.exit_code == 1 and "--mention-encoder DIR" in flat(refused.output)
+
+
+def test_the_api_answers_as_a_cluster_and_with_a_second_round(tiny_base: Path, tiny_dataset: Path, tiny_index: Path,
+                                                              tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from corefsearch.engine import SearchEngine
+    from corefsearch.reader.rerank import ReaderOptions
+    from corefsearch.retriever import RetrievalOptions
+    from corefsearch.serve.app import create_app
+    from corefsearch.sparse.search import BM25Options
+
+    reader = saved_reader(tiny_base, tmp_path / "reader")
+    encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
+    engine = SearchEngine.open(tiny_index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
+                               ReaderOptions(reader, 5, device="cpu"), dataset=tiny_dataset,
+                               expansion=ExpansionOptions(encoder=encoder))
+    qid = read_queries(tiny_dataset / "queries" / "dev.jsonl")[0].id
+    with TestClient(create_app(engine, threads=1)) as client:
+        assert client.get("/info").json()["mention_encoder"] == str(encoder.resolve())
+        answer = client.post("/search", json={"qid": qid, "k": 5, "cluster": True, "rounds": 2}).json()
+        assert answer["cluster"]["size"] >= 1 and answer["expansion"]["rounds"] == 2
+        plain = client.post("/search", json={"qid": qid, "k": 5}).json()
+        assert "cluster" not in plain and "expansion" not in plain
+        bad = client.post("/search", json={"qid": qid, "rounds": 3})
+        assert bad.status_code == 400 and "rounds must be 1 or 2" in bad.json()["detail"]

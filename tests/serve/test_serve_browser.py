@@ -29,6 +29,7 @@ from helpers import (
     REPRINT_PASSAGE,
     ServerThread,
     query_with_a_relevant_hit,
+    save_mention_encoder,
     saved_reader,
     subset_query,
     subset_with_a_reprint,
@@ -457,3 +458,46 @@ def test_the_pages_address_reopens_the_search_it_shows(browser: Any, plain_serve
     browser.get("about:blank")
     browser.get(plain_server + "#qid=x&k=ten")
     wait_for_text(browser, "error", "k=ten: not a whole number")
+
+
+def test_the_cluster_view_lists_the_query_mentions_cluster_by_document(
+        browser: Any, subset_index: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from corefsearch.expansion import ExpansionOptions
+
+    root = tmp_path_factory.mktemp("cluster-models")
+    base = tiny_bert(subset_dataset, root / "bert")
+    encoder = save_mention_encoder(base, root / "encoder")
+    engine = SearchEngine.open(subset_index, BM25Options(query_format="mention"),
+                               RetrievalOptions("bm25", device="cpu"),
+                               ReaderOptions(saved_reader(base, root / "reader"), RERANK_K, device="cpu"),
+                               dataset=subset_dataset, expansion=ExpansionOptions(encoder=encoder))
+    running = ServerThread(create_app(engine, threads=2)).start()
+    try:
+        query = subset_query(subset_dataset)
+        expected = httpx.post(f"{running.url}search", json={"qid": query.id, "k": 5, "cluster": True},
+                              timeout=WAIT).json()["cluster"]
+        browser.get(running.url)
+        wait_for_text(browser, "server-info", "retrievers bm25")
+        assert browser.find_element(By.ID, "cluster").get_attribute("hidden") is not None  # nothing asked yet
+        k = browser.find_element(By.ID, "k")
+        k.clear()
+        k.send_keys("5")
+        browser.find_element(By.ID, "as-cluster").click()
+        browser.find_element(By.ID, "qid").send_keys(query.id)
+        browser.find_element(By.ID, "open-query").click()
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "cluster").is_displayed(),
+                                           "the cluster view never showed")
+        summary = browser.find_element(By.ID, "cluster-summary").text
+        assert summary.startswith(f"The query mention and {expected['size'] - 1} other mention")
+        documents = browser.find_elements(By.CSS_SELECTOR, "#cluster-documents > li")
+        assert len(documents) == len(expected["documents"])
+        marks = [mark.text for mark in browser.find_elements(By.CSS_SELECTOR, "#cluster-documents .cluster-mark")]
+        assert marks == [m["mention"] for d in expected["documents"] for m in d["mentions"]]
+        misses = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#cluster-misses .cluster-mark")]
+        assert misses == [m["mention"] for m in expected["near_misses"]]
+        assert "cluster=true" in browser.current_url  # the address keeps it: a copied address asks again
+    finally:
+        running.stop()

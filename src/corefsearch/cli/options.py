@@ -210,13 +210,17 @@ MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
 
 
 def expansion_options(rounds: int, expand: int | None, weight: float | None, source: str | None,
-                      encoder: Path | None) -> Any:
-    """The second round's options, or None for one round; its options need ``--rounds 2``."""
+                      encoder: Path | None, encoder_alone: bool = False) -> Any:
+    """The second round's options, or None for one round; its options need ``--rounds 2``.
+    ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
     from corefsearch.expansion import DEFAULT_EXPAND, DEFAULT_WEIGHT, ExpansionOptions
 
     if rounds == 1:
+        if encoder_alone and encoder is not None and (expand, weight, source) == (None, None, None):
+            return ExpansionOptions(encoder=encoder)
         given = [name for name, value in (("--expand", expand), ("--expand-weight", weight),
-                                          ("--expand-from", source), ("--mention-encoder", encoder))
+                                          ("--expand-from", source),
+                                          *((("--mention-encoder", encoder),) if not encoder_alone else ()))
                  if value is not None]
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")

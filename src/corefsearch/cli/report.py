@@ -155,6 +155,28 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
         console.print("No passage matches.")
     else:
         console.print(table)
+    if result.expansion is not None:
+        shown = ", ".join(f"{x['mention']!r} ({x['passage_id']})" for x in result.expansion["queries"]) or "none"
+        console.print(f"Second round from the {result.expansion['source']}'s mentions in the top "
+                      f"{result.expansion['expand']}: {shown}", markup=False, highlight=False)
+    if result.cluster is not None:
+        print_answer_cluster(result.cluster, console)
+
+
+def print_answer_cluster(cluster: dict[str, Any], console: Console) -> None:
+    """``query --cluster``: the query mention's cluster, document by document, then the near misses."""
+    from rich.text import Text
+
+    console.print(f"The query mention's cluster: {cluster['size']} mention(s) at τ {cluster['threshold']:g}",
+                  markup=False, highlight=False)
+    for document in cluster["documents"]:
+        console.print(Text(f"  {document['doc_id'] or '(document unknown)'}: {document['title']}", style="bold"))
+        for mention in document["mentions"]:
+            console.print(Text(f"    #{mention['rank']} {mention['passage_id']} {mention['mention']!r} "
+                               f"(similarity {mention['score']:.3f})"))
+    if cluster["near_misses"]:
+        console.print("Near misses: " + "; ".join(f"#{m['rank']} {m['passage_id']} {m['mention']!r} ({m['score']:.3f})"
+                                                  for m in cluster["near_misses"]), markup=False, highlight=False)
 
 
 def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:

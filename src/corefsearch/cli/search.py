@@ -136,6 +136,16 @@ def query_command(
     rerank_fusion: RerankFusionOption = None,
     ef_search: EfSearchOption = None,
     nprobe: NprobeOption = None,
+    rounds: RoundsOption = 1,
+    expand: ExpandOption = None,
+    expand_weight: ExpandWeightOption = None,
+    expand_from: ExpandFromOption = None,
+    mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --expand-from encoder.")] = None,
+    cluster: Annotated[bool, typer.Option(
+        "--cluster", help="Also answer as a cluster: the query mention and the mentions found (the reader's spans, "
+                          "else the encoder's nearest mentions), clustered by --mention-encoder; the cluster of "
+                          "the query mention, by document, and the near misses.")] = False,
 ) -> None:
     """Ask one ad-hoc question: where else is this mention's event mentioned?
 
@@ -148,7 +158,9 @@ def query_command(
     setup = search_setup([retriever], **search_options(locals()))
     with precision_scope(precision, backend=backend):
         result = adhoc_query(index, mention, context, occurrence, k=k, options=setup.bm25,
-                             retrieval=setup.retrieval, reader=setup.reader, dataset=dataset, qid=qid)
+                             retrieval=setup.retrieval, reader=setup.reader, dataset=dataset, qid=qid,
+                             expansion=expansion_options(rounds, expand, expand_weight, expand_from, mention_encoder,
+                                                         encoder_alone=True), cluster=cluster)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -193,6 +205,13 @@ def serve_command(
     rerank_fusion: RerankFusionOption = None,
     ef_search: EfSearchOption = None,
     nprobe: NprobeOption = None,
+    rounds: RoundsOption = 1,
+    expand: ExpandOption = None,
+    expand_weight: ExpandWeightOption = None,
+    expand_from: ExpandFromOption = None,
+    mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster "
+             "view) and of --rounds 2 --expand-from encoder.")] = None,
 ) -> None:
     """Serve the search over HTTP: the API (POST /search, GET /passages/ID, /info, /health, /docs) and a page at /.
 
@@ -212,7 +231,9 @@ def serve_command(
     setup = search_setup(names, **search_options(locals()))
     with precision_scope(precision, backend=backend):  # the server runs in it until stopped
         engine = SearchEngine.open(index, options=setup.bm25, retrieval=setup.retrieval, reader=setup.reader,
-                                   dataset=dataset, retrievers=names)
+                                   dataset=dataset, retrievers=names,
+                                   expansion=expansion_options(rounds, expand, expand_weight, expand_from,
+                                                               mention_encoder, encoder_alone=True))
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
         err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
                           f"{', '.join(engine.retrievers)}", markup=False, highlight=False)

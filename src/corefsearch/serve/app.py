@@ -243,7 +243,8 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
             result = engine.query(mention=request.mention, context=request.context, occurrence=request.occurrence,
                                   start=request.start, end=request.end, qid=request.qid,
                                   k=request.offset + request.k, retriever=request.retriever,
-                                  rerank_k=request.rerank_k, query_format=request.query_format)
+                                  rerank_k=request.rerank_k, query_format=request.query_format,
+                                  rounds=request.rounds, cluster=request.cluster)
             payload = result.to_json()
             payload["hits"] = payload["hits"][request.offset:]
             query = payload["query"]

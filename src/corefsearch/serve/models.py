@@ -44,6 +44,11 @@ class SearchRequest(StrictBody):
     rerank_k: int | None = Field(None, description="With a reader: re-rank the top N (0: no re-ranking; "
                                                    "default: the server's --rerank-k).")
     query_format: str | None = Field(None, description="BM25 query format for this question (default: the server's).")
+    rounds: int | None = Field(None, description="2: a second round from the coreferring mentions the first found "
+                                                 "(default: the server's --rounds).")
+    cluster: bool = Field(False, description="Also answer as a cluster: the query mention's cluster among the mentions "
+                                             "found, by document, with the near misses (needs the server's "
+                                             "--mention-encoder).")
 
 
 # --- answers ----------------------------------------------------------------------------------
@@ -101,6 +106,29 @@ class Timing(BaseModel):
     total_ms: float = Field(description="The whole request.")
 
 
+class ClusterMention(BaseModel):
+    passage_id: str
+    rank: int = Field(description="The rank of its passage.")
+    start: int = Field(description="First character of the mention in `text`.")
+    end: int
+    mention: str
+    text: str = Field(description="The passage's text.")
+    score: float = Field(description="Cosine similarity to the query mention (the mention encoder's).")
+
+
+class ClusterDocument(BaseModel):
+    doc_id: str | None
+    title: str
+    mentions: list[ClusterMention]
+
+
+class AnswerCluster(BaseModel):
+    threshold: float = Field(description="τ: the cosine distance at which the mention encoder's clusters stop merging.")
+    size: int = Field(description="Mentions in the query mention's cluster, its own included.")
+    documents: list[ClusterDocument] = Field(description="The cluster's other mentions, by document.")
+    near_misses: list[ClusterMention] = Field(description="The mentions found outside it nearest to the query's.")
+
+
 class SearchResponse(BaseModel):
     """What ``corefsearch query --json`` prints for the same question, plus ``timing``."""
 
@@ -111,6 +139,9 @@ class SearchResponse(BaseModel):
     reader: str | None = Field(description="The reader's folder when it re-ranked.")
     rerank_fusion: str | None
     hits: list[SearchHit]
+    expansion: dict[str, Any] | None = Field(None, description="With rounds 2: the second round's options and its "
+                                                               "queries (the mentions it searched from).")
+    cluster: AnswerCluster | None = Field(None, description="With `cluster`: the answer as a cluster.")
     timing: Timing
 
 
@@ -174,6 +205,8 @@ class InfoResponse(BaseModel):
     retrievers: list[str]
     reader: dict[str, Any] | None = Field(description="The reader (model, rerank_k, head, fusion, backend), or "
                                                       "null without one.")
+    mention_encoder: str | None = Field(None, description="The mention encoder of the cluster answers "
+                                                          "(--mention-encoder), or null.")
     dataset: str | None
     query_formats: list[str]
     defaults: Defaults

@@ -163,6 +163,7 @@ function searchOptions() {
     query_format: $("query-format").value || undefined,
   };
   if (!$("rerank-box").hidden && $("rerank-k").value !== "") options.rerank_k = Number($("rerank-k").value);
+  if (!$("cluster-box").hidden && $("as-cluster").checked) options.cluster = true;
   return options;
 }
 
@@ -310,6 +311,7 @@ function searchOfAddress(hash) {
   for (const name of ["retriever", "query_format", "rerank_k"]) {
     if (value[name] !== undefined) options[name] = value[name];
   }
+  if (value.cluster === "true") options.cluster = true;
   return { question, options, offset: value.offset ?? 0 };
 }
 
@@ -341,6 +343,7 @@ async function openSearch(found) {
   if (options.retriever !== undefined) $("retriever").value = options.retriever;
   if (options.query_format !== undefined) $("query-format").value = options.query_format;
   if (options.rerank_k !== undefined && !$("rerank-box").hidden) $("rerank-k").value = options.rerank_k;
+  $("as-cluster").checked = Boolean(options.cluster) && !$("cluster-box").hidden;
   if (question.qid === undefined) {
     $("context").value = question.context ?? "";
     if (question.start !== undefined && question.end !== undefined) setSelection(question.start, question.end);
@@ -374,6 +377,52 @@ function renderResult(result) {
   bm25.hidden = !result.query.bm25_query;
   bm25.textContent = result.query.bm25_query ? `BM25 query: ${result.query.bm25_query}` : "";
   for (const hit of result.hits) list.appendChild(renderHit(hit));
+  renderCluster(result.cluster);
+}
+
+// The answer as a cluster (`cluster: true`): the documents holding the query mention's cluster, each
+// mention highlighted in its passage, then the near misses.
+function renderCluster(cluster) {
+  const section = $("cluster");
+  section.hidden = !cluster;
+  if (!cluster) return;
+  const others = cluster.size - 1;
+  $("cluster-summary").textContent = `The query mention and ${others} other mention${others === 1 ? "" : "s"} ` +
+    `in ${cluster.documents.length} document${cluster.documents.length === 1 ? "" : "s"} ` +
+    `(the mention encoder's clusters at τ ${cluster.threshold})`;
+  const list = $("cluster-documents");
+  list.textContent = "";
+  for (const document_ of cluster.documents) {
+    const item = document.createElement("li");
+    item.className = "cluster-document";
+    const head = document.createElement("div");
+    head.className = "cluster-title";
+    head.textContent = `${document_.doc_id || "document unknown"} · ${document_.title}`;
+    item.appendChild(head);
+    for (const mention of document_.mentions) item.appendChild(renderClusterMention(mention));
+    list.appendChild(item);
+  }
+  const misses = $("cluster-misses");
+  misses.textContent = "";
+  for (const mention of cluster.near_misses) {
+    const item = document.createElement("li");
+    item.appendChild(renderClusterMention(mention));
+    misses.appendChild(item);
+  }
+  $("cluster-misses-title").hidden = cluster.near_misses.length === 0;
+}
+
+function renderClusterMention(mention) {
+  const block = document.createElement("p");
+  block.className = "cluster-mention";
+  block.dataset.passageId = mention.passage_id;
+  const where = document.createElement("span");
+  where.className = "muted";
+  where.textContent = `#${mention.rank} ${mention.passage_id} · similarity ${mention.score.toFixed(3)} · `;
+  const text = document.createElement("span");
+  renderMarked(text, mention.text, [{ start: mention.start, end: mention.end, cls: "cluster-mark" }]);
+  block.append(where, text);
+  return block;
 }
 
 // How the corpus judged a hit of a dataset query (the server's `judgement`, see serve/judgements.py):
@@ -592,6 +641,7 @@ async function start() {
     $("rerank-k").max = info.limits.max_rerank_k;
     $("rerank-k").value = defaults.rerank_k;
   }
+  $("cluster-box").hidden = !info.mention_encoder;
   if (info.dataset) {
     $("dataset-row").hidden = false;
     fillSelect($("dataset-split"), info.dataset_splits, info.dataset_splits.includes("test") ? "test" : undefined);
