@@ -129,7 +129,7 @@ def training_rows(dataset: Path, train_run: Path, steps: int, device: str, reduc
 
 
 def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int, batch_queries: int, device: str,
-                reduced: str) -> tuple[list[tuple[str, str, float]], dict[str, dict[str, dict[str, float]]], float]:
+                reduced: str) -> tuple[list[tuple[str, str, float]], dict[str, Any], dict[str, float]]:
     """ms/query one at a time and batched, in fp32 and auto; the runs (for MRR@10); the largest score
     difference between one at a time and batched."""
     from corefsearch.datasets.dataset import iter_passages, read_queries
@@ -147,7 +147,7 @@ def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int,
     wanted = {h.passage_id for ranked in hits.values() for h in ranked[:50]}
     texts = {p.id: {"text": p.text} for p in iter_passages(dataset / "passages.jsonl") if p.id in wanted}
     block = [(q, hits[q.id]) for q in queries]
-    rows, runs, gap = [], {}, 0.0
+    rows, runs, gaps = [], {}, {}
     for precision in ("fp32", reduced):
         with using(precision):
             rerank_many(reader, block[:batch_queries], texts, 50, fusion)  # warm-up
@@ -161,10 +161,10 @@ def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int,
                  (name, f"{batch_queries} queries together", 1000 * seconds_together / len(block))]
         for (one, _), (both, _) in zip(alone, together, strict=True):
             scores = {h.passage_id: h.score for h in both}
-            gap = max([gap, *(abs(scores[h.passage_id] - h.score) for h in one)])
+            gaps[name] = max([gaps.get(name, 0.0), *(abs(scores[h.passage_id] - h.score) for h in one)])
         runs[name] = {q.id: {h.passage_id: h.score for h in ranked} for q, (ranked, _) in
                       zip(queries, together, strict=True)}
-    return rows, runs, gap
+    return rows, runs, gaps
 
 
 def mrr_at_10(run: dict[str, dict[str, float]], qrels_path: Path) -> float:
@@ -237,10 +237,11 @@ def main(argv: list[str] | None = None) -> int:
                     [[n, p, f"{s:.3f}", f"{1 / s:.1f}"] for n, p, s in rows]) + "\n")
     if "reranking" in only or "quality" in only:
         log("re-ranking")
-        rows, runs, gap = rerank_rows(args.dataset, args.run, args.reader, args.queries, args.batch_queries,
+        rows, runs, gaps = rerank_rows(args.dataset, args.run, args.reader, args.queries, args.batch_queries,
                                       args.device, args.precision)
         print(table(["precision", "re-ranking 50 passages", "ms/query"], [[p, w, f"{ms:.1f}"] for p, w, ms in rows]))
-        print(f"\nLargest score difference, one at a time against together: {gap:.2e}\n")
+        print("\nLargest score difference, one at a time against together: "
+              + ", ".join(f"{p} {g:.2e}" for p, g in gaps.items()) + "\n")
         qrels = args.dataset / "qrels" / "test.txt"
         quality = [[f"reader over the top 50 of {args.run.name}", p, str(len(r)), f"{100 * mrr_at_10(r, qrels):.2f}"]
                    for p, r in runs.items()]
