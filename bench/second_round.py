@@ -71,13 +71,14 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
            k: int, qrels: Path) -> dict[str, float]:
     from corefsearch.evaluate.ranking import evaluate_run
-    from corefsearch.expansion import fuse_rounds
+    from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
 
     run = {}
     for query, hits in first:
         mine = expansions[query.id][:n]
-        ranked = fuse_rounds(hits, [found[x.id] for x in mine], weight, k, query.passage_id) if n and mine else hits
+        lists = [expansion_list(x, found[x.id]) for x in mine]
+        ranked = fuse_rounds(hits, lists, weight, k, query.passage_id) if n and mine else hits
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
     aggregate = evaluate_run(run, read_qrels(qrels)).aggregate
     return {m: 100 * float(aggregate[m]) for m in METRICS}

@@ -14,8 +14,10 @@ used as a query, reaches passages the first wording missed. So the second round:
    passage with a marked mention), with the same retriever, leaving out the original query's passage;
 4. fuses the rounds by weighted reciprocal rank fusion: a passage scores
    ``1 / (60 + rank₁) + w · mean_i 1 / (60 + rank₂ᵢ)``, rank₁ in the first round and rank₂ᵢ in the
-   list of expansion i (a list that misses it adds nothing). ``w`` and ``N`` are chosen on dev
-   (bench/second_round.py).
+   list of expansion i (a list that misses it adds nothing). Expansion i's own passage heads its
+   list (:func:`expansion_list`): the retriever leaves a query's passage out of its hits, and without
+   it the passages the second round starts from would be the only top passages it cannot raise.
+   ``w`` and ``N`` are chosen on dev (bench/second_round.py).
 
 ``N = 0`` leaves the first round as it is. The run's metadata records the expansion
 (``ExpansionOptions.describe``; :meth:`ExpansionOptions.from_metadata` reads it back).
@@ -202,6 +204,12 @@ def fuse_rounds(first: Sequence[Hit], seconds: Sequence[Sequence[Hit]], weight: 
     return [Hit(pid, scores[pid]) for pid in ordered[:k] if pid != exclude]
 
 
+def expansion_list(expansion: Query, hits: Sequence[Hit]) -> list[Hit]:
+    """Expansion ``expansion``'s list for the fusion: its own passage first (the passage its mention is in,
+    which the retriever left out of its hits), then its hits."""
+    return [Hit(expansion.passage_id, math.inf), *(h for h in hits if h.passage_id != expansion.passage_id)]
+
+
 def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expansions: Mapping[str, list[Query]],
                  options: ExpansionOptions, k: int) -> list[tuple[Query, list[Hit]]]:
     """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
@@ -214,7 +222,8 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
         if options.expand == 0 or not mine:
             fused.append((query, list(hits)))
             continue
-        fused.append((query, fuse_rounds(hits, [found[x.id] for x in mine], options.weight, k, query.passage_id)))
+        lists = [expansion_list(x, found[x.id]) for x in mine]
+        fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id)))
     return fused
 
 

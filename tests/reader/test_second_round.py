@@ -15,7 +15,15 @@ from typer.testing import CliRunner
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.errors import CorefSearchError
-from corefsearch.expansion import RRF_K, ExpansionOptions, expansion_query, from_spans, fuse_rounds, second_round
+from corefsearch.expansion import (
+    RRF_K,
+    ExpansionOptions,
+    expansion_list,
+    expansion_query,
+    from_spans,
+    fuse_rounds,
+    second_round,
+)
 from corefsearch.io.trec import read_run
 from corefsearch.schema import Hit, Query
 
@@ -74,6 +82,9 @@ def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_
     assert [q.id for q in retriever.asked] == ["q1>a", "q1>b"]
     assert {h.passage_id for h in fused[0][1]} == {"a", "b", "c", "x", "y"}
     assert expansion_query(QUERY, "p", "a b c", 2, 3).id == "q1>p"
+    # An expansion's own passage heads its list: the second round never sinks the passages it starts from.
+    assert [h.passage_id for h in expansion_list(blaze, hits("x", "a", "y"))] == ["a", "x", "y"]
+    assert fused[0][1][0].passage_id == "a"
 
 
 def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(tmp_path: Path) -> None:
