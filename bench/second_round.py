@@ -10,6 +10,13 @@ the lists of its first N expansions (``corefsearch.expansion.fuse_rounds``, what
 and is scored with ``corefsearch evaluate``'s scorer: MRR@10, mAP@10, R@10, R@100 (trec
 definitions), ×100, on ``--split`` (dev). ``--test``: the test split once with what dev chose.
 
+``--test-reader FOLDER`` adds the test rows of the best single-round pipeline: the reader run
+``FOLDER/test.trec`` (a re-ranking of the same hybrid's test run, e.g. by bench/rerank_run.py) fused with
+the hybrid by RRF as ``search --rerank-fusion rrf`` does, and its second round from the reader's spans
+(``FOLDER/test.trec.spans.jsonl``) and from the encoder, with dev's N and w. Each of those rows also
+has the per-query cluster B³ F1 of its top 10 (``evaluate --cluster-k 10``): the reader's spans,
+or the encoder's nearest mention in each passage for the encoder's row.
+
 Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder M [--k 100]
 [--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--test]``.
 """
@@ -17,6 +24,7 @@ Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -84,6 +92,62 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
     return {m: 100 * float(aggregate[m]) for m in METRICS}
 
 
+def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, encoder: Path, n: int,
+                weight: float, k: int, device: str) -> list[tuple[str, dict[str, float]]]:
+    """The best single-round pipeline's test rows and its second rounds (module docstring)."""
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from e2e import fuse_with_retriever
+
+    from corefsearch.datasets.dataset import Dataset, read_queries
+    from corefsearch.evaluate.query_clusters import score_query_clusters
+    from corefsearch.evaluate.spans import read_spans
+    from corefsearch.expansion import EncoderExpansion, expansion_list, from_spans, fuse_rounds
+    from corefsearch.io.trec import read_qrels, read_run
+    from corefsearch.schema import Hit, SpanRecord
+
+    queries = read_queries(dataset / "queries" / "test.jsonl")
+    root = Path(tempfile.mkdtemp(prefix="corefsearch-second-round-"))
+    fused = read_run(fuse_with_retriever(reader / "test.trec", first_stage, {q.id for q in queries}, root))
+    first = [(q, [Hit(p, s) for p, s in sorted(fused[q.id].items(), key=lambda x: -x[1])][:k]) for q in queries]
+    spans_path = Path(f"{reader / 'test.trec'}.spans.jsonl")
+    marked: dict[str, dict[str, tuple[int, int]]] = {}
+    for span in read_spans(spans_path):
+        marked.setdefault(span.qid, {})[span.passage_id] = (span.start, span.end)
+    texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n]}
+    expander = EncoderExpansion.load(encoder, dataset, device)
+    sources = {"reader": {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n) for q, hits in first},
+               "encoder": expander.expansions(first, n)}
+    flat = {x.id: x for found in sources.values() for xs in found.values() for x in xs}
+    log(f"test: second round of the reader run, {len(flat):,} expansion queries")
+    searched = {x.id: hits for x, hits in retriever.search(list(flat.values()), k)}
+    # The encoder's rows are scored as clusters with its nearest mention in each top-10 passage as the span.
+    nearest = expander.nearest([(q, [h.passage_id for h in hits[:10]]) for q, hits in first])
+    encoder_spans = root / "encoder.spans.jsonl"
+    encoder_spans.write_text("".join(
+        json.dumps(SpanRecord(qid, pid, r.start, r.end, r.sentence[r.start:r.end], 0.0).to_json()) + "\n"
+        for qid, chosen in nearest.items() for pid, r in chosen.items()))
+    qrels = read_qrels(dataset / "qrels" / "test.txt")
+    data = Dataset(dataset)
+
+    def row(ranking: dict[str, list[Any]], spans: Path) -> dict[str, float]:
+        from corefsearch.evaluate.ranking import evaluate_run
+
+        run = {qid: {h.passage_id: float(len(hits) - i) for i, h in enumerate(hits)} for qid, hits in ranking.items()}
+        values = {m: 100 * float(evaluate_run(run, qrels).aggregate[m]) for m in METRICS}
+        clusters = score_query_clusters(run, spans, data, 10).aggregate()
+        return {**values, "cluster F1@10": 100 * clusters["cluster B3 F1@10"]}
+
+    rows = [("hybrid + reader, RRF (the best single round)", row({q.id: h for q, h in first}, spans_path))]
+    for source, expansions in sources.items():
+        ranking = {q.id: fuse_rounds(hits, [expansion_list(x, searched[x.id]) for x in expansions[q.id]], weight, k,
+                                     q.passage_id) if expansions[q.id] else hits for q, hits in first}
+        rows.append((f"+ second round from the {source}'s mentions (N {n}, w {weight:g})",
+                     row(ranking, spans_path if source == "reader" else encoder_spans)))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True, help="index with lucene/, lucene/fields/ and dense/")
@@ -96,7 +160,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
+    parser.add_argument("--test-reader", type=Path, default=None,
+                        help="a reader's folder with test.trec (+ .spans.jsonl) re-ranking --first-stage's test run")
+    parser.add_argument("--first-stage", type=Path, default=None, help="the hybrid's test run the reader re-ranked")
+    parser.add_argument("--only-test", default=None, help="N,w: skip dev, use these")
+    parser.add_argument("--warm", type=int, default=0, help="also time N test queries on the warm engine")
     args = parser.parse_args(argv)
+    if args.only_test:
+        n, w = args.only_test.split(",")
+        if args.warm:
+            warm_cost(args, int(n), float(w), args.warm)
+        return test_reader_only(args, int(n), float(w)) if args.test_reader is not None else 0
     grid_n = [int(x) for x in args.expand.split(",")]
     grid_w = [float(x) for x in args.weights.split(",")]
     first, expansions, found, s1, s2 = rounds(args.index, args.dataset, args.split, args.mention_encoder, args.k,
@@ -129,6 +203,54 @@ def main(argv: list[str] | None = None) -> int:
               + " |")
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")
+    if args.test_reader is not None:
+        test_reader_only(args, best[1], best[2])
+    return 0
+
+
+def warm_cost(args: argparse.Namespace, n: int, w: float, count: int) -> None:
+    """ms per query of the warm engine (what ``serve`` answers with), one round against two, taking turns."""
+    import statistics
+
+    from corefsearch.cli.options import search_setup
+    from corefsearch.datasets.dataset import read_queries
+    from corefsearch.engine import SearchEngine
+    from corefsearch.expansion import ExpansionOptions
+
+    setup = search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
+                         fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
+                         alpha=0.5, device=args.device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
+                         ef_search=None, nprobe=None)
+    engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
+                               expansion=ExpansionOptions(1, max(n, 1), w, "encoder", args.mention_encoder))
+    queries = read_queries(args.dataset / "queries" / "test.jsonl")[:count]
+    times: dict[int, list[float]] = {1: [], 2: []}
+    for i, query in enumerate(queries):
+        for rounds in ((1, 2) if i % 2 == 0 else (2, 1)):
+            began = time.perf_counter()
+            engine.query(qid=query.id, k=10, rounds=rounds)
+            times[rounds].append(1000 * (time.perf_counter() - began))
+    one, two = statistics.median(times[1]), statistics.median(times[2])
+    print(f"\nWarm engine (serve's), {len(queries)} test queries, k 10, median ms/query: one round {one:.0f}, two "
+          f"rounds (encoder, N {max(n, 1)}) {two:.0f}: {two - one:+.0f} ms")
+
+
+def test_reader_only(args: argparse.Namespace, n: int, w: float) -> int:
+    from corefsearch.cli.options import search_setup
+    from corefsearch.retriever import open_retriever
+
+    setup = search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
+                         fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
+                         alpha=0.5, device=args.device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
+                         ef_search=None, nprobe=None)
+    retriever = open_retriever(args.index, setup.bm25, setup.retrieval)
+    rows = reader_rows(retriever, args.dataset, args.test_reader, args.first_stage, args.mention_encoder,
+                       max(n, 1), w, args.k, args.device)
+    columns = [*METRICS, "cluster F1@10"]
+    print(f"\nTest, the reader rows (N {max(n, 1)}, w {w:g}), ×100:\n")
+    print("| run | " + " | ".join(columns) + " |\n| --- |" + " ---: |" * len(columns))
+    for name, values in rows:
+        print(f"| {name} | " + " | ".join(f"{values[c]:.2f}" for c in columns) + " |")
     return 0
 
 

@@ -35,8 +35,9 @@ from corefsearch.errors import InputError
 from corefsearch.schema import Hit, Query
 
 EXPAND_SOURCES = ("reader", "encoder")
-DEFAULT_EXPAND = 3
-DEFAULT_WEIGHT = 0.5
+# Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md).
+DEFAULT_EXPAND = 1
+DEFAULT_WEIGHT = 2.0
 RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 
 

@@ -199,9 +199,10 @@ RoundsOption = Annotated[int, typer.Option(
     help="2: a second round from the coreferring mentions the first found in its top --expand passages (the "
          "reader's spans, or the mention encoder's nearest mentions), fused with the first.")]
 ExpandOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
-    help="With --rounds 2: the top N passages whose mentions search again (default 3).")]
+    help="With --rounds 2: the top N passages whose mentions search again (default 1, chosen on dev).")]
 ExpandWeightOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
-    help="With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 0.5).")]
+    help="With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 2, chosen "
+         "on dev).")]
 ExpandFromOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     help="With --rounds 2: reader (its spans; the default with --reader) | encoder (the dataset mention nearest "
          "to the query's in each passage, by --mention-encoder).")]
