@@ -119,9 +119,12 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     expander = EncoderExpansion.load(encoder, dataset, device)
     sources = {"reader": {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n) for q, hits in first},
                "encoder": expander.expansions(first, n)}
-    flat = {x.id: x for found in sources.values() for xs in found.values() for x in xs}
+    # The same passage may give each source a query, with other mentions marked: searched apart.
+    flat = {(source, x.id): x for source, found in sources.items() for xs in found.values() for x in xs}
     log(f"test: second round of the reader run, {len(flat):,} expansion queries")
-    searched = {x.id: hits for x, hits in retriever.search(list(flat.values()), k)}
+    keys = list(flat)
+    searched = {key: hits for key, (_, hits) in zip(keys, retriever.search([flat[key] for key in keys], k),
+                                                    strict=True)}
     # The encoder's rows are scored as clusters with its nearest mention in each top-10 passage as the span.
     nearest = expander.nearest([(q, [h.passage_id for h in hits[:10]]) for q, hits in first])
     encoder_spans = root / "encoder.spans.jsonl"
@@ -141,8 +144,8 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
 
     rows = [("hybrid + reader, RRF (the best single round)", row({q.id: h for q, h in first}, spans_path))]
     for source, expansions in sources.items():
-        ranking = {q.id: fuse_rounds(hits, [expansion_list(x, searched[x.id]) for x in expansions[q.id]], weight, k,
-                                     q.passage_id) if expansions[q.id] else hits for q, hits in first}
+        ranking = {q.id: fuse_rounds(hits, [expansion_list(x, searched[source, x.id]) for x in expansions[q.id]],
+                                     weight, k, q.passage_id) if expansions[q.id] else hits for q, hits in first}
         rows.append((f"+ second round from the {source}'s mentions (N {n}, w {weight:g})",
                      row(ranking, spans_path if source == "reader" else encoder_spans)))
     return rows
