@@ -67,7 +67,18 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
         texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n_max]}
         expansions = {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n_max) for q, hits in first}
     else:
-        expansions = EncoderExpansion.load(encoder, dataset, device).expansions(first, n_max)
+        from corefsearch.expansion import expansion_query
+
+        expander = EncoderExpansion.load(encoder, dataset, device)
+        chosen = expander.nearest([(q, [h.passage_id for h in hits[:n_max]]) for q, hits in first])
+        expansions = {}
+        for q, _ in first:
+            own = expander._query_vector(q)
+            expansions[q.id] = []
+            for pid, r in chosen[q.id].items():
+                x = expansion_query(q, pid, r.sentence, r.start, r.end)
+                SIMILARITY[x.id] = float(own @ expander.vectors[r.mention_id])
+                expansions[q.id].append(x)
     flat = [x for q, _ in first for x in expansions[q.id]]
     log(f"{split}: second round, {len(flat):,} expansion queries")
     began = time.perf_counter()
@@ -76,15 +87,19 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     return first, expansions, found, first_seconds, second_seconds
 
 
+SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
+
+
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
-           k: int, qrels: Path) -> dict[str, float]:
+           k: int, qrels: Path, gate: float = -1.0) -> dict[str, float]:
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
 
     run = {}
     for query, hits in first:
-        mine = expansions[query.id][:n]
+        top = {h.passage_id for h in hits[:n]}  # the top N passages' expansions, as the CLI takes them
+        mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate]
         lists = [expansion_list(x, found[x.id]) for x in mine]
         ranked = fuse_rounds(hits, lists, weight, k, query.passage_id) if n and mine else hits
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
@@ -160,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--expand", default="1,2,3,5")
     parser.add_argument("--weights", default="0.25,0.5,1,2")
+    parser.add_argument("--gates", default="-1", help="least encoder similarity of an expansion mention (-1: none)")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -183,27 +199,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.split}, {len(first):,} queries, ×100; first round {s1:.0f} s, the second round's "
           f"{len(found):,} queries {s2:.0f} s ({1000 * s2 / max(len(first), 1):.0f} ms per original query at "
           f"N = {max(grid_n)})\n")
-    print("| N | w | " + " | ".join(METRICS) + " |\n| ---: | ---: |" + " ---: |" * len(METRICS))
-    print("| first round | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
-    best = (base["MRR@10"], 0, 0.0)
+    grid_g = [float(x) for x in args.gates.split(",")]
+    print("| N | w | gate | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: |" + " ---: |" * len(METRICS))
+    print("| first round | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
+    best = (base["MRR@10"], 0, 0.0, -1.0)
     for n in grid_n:
         for w in grid_w:
-            row = scores(first, expansions, found, n, w, args.k, qrels)
-            print(f"| {n} | {w:g} | " + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
-            if row["MRR@10"] > best[0]:
-                best = (row["MRR@10"], n, w)
-    print(f"\nDev chose N = {best[1]}, w = {best[2]:g} (MRR@10 {best[0]:.2f}; N = 0 is the first round).")
+            for g in grid_g:
+                row = scores(first, expansions, found, n, w, args.k, qrels, g)
+                print(f"| {n} | {w:g} | {g:g} | " + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
+                if row["MRR@10"] > best[0]:
+                    best = (row["MRR@10"], n, w, g)
+    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g} (MRR@10 {best[0]:.2f}; N = 0 is the first "
+          "round).")
     if args.test:
         first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
                                                   max(best[1], 1), args.device, None)
         qrels = args.dataset / "qrels" / "test.txt"
         one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
-        two = scores(first, expansions, found, best[1], best[2], args.k, qrels)
+        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3])
         print(f"\nTest, once ({len(first):,} queries), ×100:\n")
         print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
         print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
-        print(f"| + second round (N {best[1]}, w {best[2]:g}) | " + " | ".join(f"{two[m]:.2f}" for m in METRICS)
-              + " |")
+        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}) | "
+              + " | ".join(f"{two[m]:.2f}" for m in METRICS) + " |")
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")
     if args.test_reader is not None:
