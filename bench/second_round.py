@@ -108,7 +108,7 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
 
 
 def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, encoder: Path, n: int,
-                weight: float, k: int, device: str) -> list[tuple[str, dict[str, float]]]:
+                weight: float, k: int, device: str, gate: float | None = None) -> list[tuple[str, dict[str, float]]]:
     """The best single-round pipeline's test rows and its second rounds (module docstring)."""
     import tempfile
 
@@ -133,7 +133,7 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n]}
     expander = EncoderExpansion.load(encoder, dataset, device)
     sources = {"reader": {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n) for q, hits in first},
-               "encoder": expander.expansions(first, n)}
+               "encoder": expander.expansions(first, n, gate)}
     # The same passage may give each source a query, with other mentions marked: searched apart.
     flat = {(source, x.id): x for source, found in sources.items() for xs in found.values() for x in xs}
     log(f"test: second round of the reader run, {len(flat):,} expansion queries")
@@ -182,14 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-reader", type=Path, default=None,
                         help="a reader's folder with test.trec (+ .spans.jsonl) re-ranking --first-stage's test run")
     parser.add_argument("--first-stage", type=Path, default=None, help="the hybrid's test run the reader re-ranked")
-    parser.add_argument("--only-test", default=None, help="N,w: skip dev, use these")
+    parser.add_argument("--only-test", default=None, help="N,w[,gate]: skip dev, use these")
     parser.add_argument("--warm", type=int, default=0, help="also time N test queries on the warm engine")
     args = parser.parse_args(argv)
     if args.only_test:
-        n, w = args.only_test.split(",")
+        n, w, *g = args.only_test.split(",")
+        gate = float(g[0]) if g else None
         if args.warm:
-            warm_cost(args, int(n), float(w), args.warm)
-        return test_reader_only(args, int(n), float(w)) if args.test_reader is not None else 0
+            warm_cost(args, int(n), float(w), args.warm, gate)
+        return test_reader_only(args, int(n), float(w), gate) if args.test_reader is not None else 0
     grid_n = [int(x) for x in args.expand.split(",")]
     grid_w = [float(x) for x in args.weights.split(",")]
     first, expansions, found, s1, s2 = rounds(args.index, args.dataset, args.split, args.mention_encoder, args.k,
@@ -226,11 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")
     if args.test_reader is not None:
-        test_reader_only(args, best[1], best[2])
+        test_reader_only(args, best[1], best[2], best[3] if best[3] != -1 else None)
     return 0
 
 
-def warm_cost(args: argparse.Namespace, n: int, w: float, count: int) -> None:
+def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: float | None = None) -> None:
     """ms per query of the warm engine (what ``serve`` answers with), one round against two, taking turns."""
     import statistics
 
@@ -244,7 +245,7 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int) -> None:
                          alpha=0.5, device=args.device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
                          ef_search=None, nprobe=None)
     engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
-                               expansion=ExpansionOptions(1, max(n, 1), w, "encoder", args.mention_encoder))
+                               expansion=ExpansionOptions(1, max(n, 1), w, "encoder", args.mention_encoder, gate))
     queries = read_queries(args.dataset / "queries" / "test.jsonl")[:count]
     times: dict[int, list[float]] = {1: [], 2: []}
     for i, query in enumerate(queries):
@@ -257,7 +258,7 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int) -> None:
           f"rounds (encoder, N {max(n, 1)}) {two:.0f}: {two - one:+.0f} ms")
 
 
-def test_reader_only(args: argparse.Namespace, n: int, w: float) -> int:
+def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | None = None) -> int:
     from corefsearch.cli.options import search_setup
     from corefsearch.retriever import open_retriever
 
@@ -267,7 +268,7 @@ def test_reader_only(args: argparse.Namespace, n: int, w: float) -> int:
                          ef_search=None, nprobe=None)
     retriever = open_retriever(args.index, setup.bm25, setup.retrieval)
     rows = reader_rows(retriever, args.dataset, args.test_reader, args.first_stage, args.mention_encoder,
-                       max(n, 1), w, args.k, args.device)
+                       max(n, 1), w, args.k, args.device, gate)
     columns = [*METRICS, "cluster F1@10"]
     print(f"\nTest, the reader rows (N {max(n, 1)}, w {w:g}), ×100:\n")
     print("| run | " + " | ".join(columns) + " |\n| --- |" + " ---: |" * len(columns))

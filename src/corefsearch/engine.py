@@ -413,7 +413,7 @@ class SearchEngine:
             texts = {pid: searcher.passage(pid)["text"] for pid in spans}
             expansions = from_spans(query, hits, spans, texts, n)
         else:
-            expansions = self._expansion_engine().expansions([(query, hits)], n)[query.id]
+            expansions = self._expansion_engine().expansions([(query, hits)], n, options.min_similarity)[query.id]
         fused = second_round(searcher, [(query, hits)], {query.id: expansions}, options, depth)[0][1]
         record = {**options.describe(source == "reader"), "queries": [
             {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end} for x in expansions]}

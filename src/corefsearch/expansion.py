@@ -36,8 +36,9 @@ from corefsearch.schema import Hit, Query
 
 EXPAND_SOURCES = ("reader", "encoder")
 # Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md).
-DEFAULT_EXPAND = 1
-DEFAULT_WEIGHT = 2.0
+DEFAULT_EXPAND = 5
+DEFAULT_WEIGHT = 4.0
+DEFAULT_MIN_SIMILARITY = 0.9
 RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 
 
@@ -51,6 +52,8 @@ class ExpansionOptions:
     weight: float = DEFAULT_WEIGHT
     source: str | None = None  # None: the reader's spans when there is a reader, else the encoder's
     encoder: Path | None = None
+    # encoder source: a passage whose nearest mention is less similar to the query's (cosine) gives no expansion
+    min_similarity: float | None = None
 
     @property
     def active(self) -> bool:
@@ -63,6 +66,8 @@ class ExpansionOptions:
             raise InputError(f"--expand must not be negative, got {self.expand}")
         if not (self.weight >= 0 and math.isfinite(self.weight)):
             raise InputError(f"--expand-weight must be a number ≥ 0, got {self.weight}")
+        if self.min_similarity is not None and not -1 <= self.min_similarity <= 1:
+            raise InputError(f"--expand-min-similarity is a cosine similarity in [-1, 1], got {self.min_similarity}")
         if self.source is not None and self.source not in EXPAND_SOURCES:
             raise InputError(f"--expand-from must be one of {', '.join(EXPAND_SOURCES)}, got {self.source!r}")
         if not self.active:
@@ -87,14 +92,17 @@ class ExpansionOptions:
         source = self.source_for(has_reader)
         return {"rounds": self.rounds, "expand": self.expand, "source": source,
                 "weights": {"first": 1.0, "second": self.weight}, "rrf_k": RRF_K,
-                "encoder": str(Path(self.encoder).resolve()) if source == "encoder" and self.encoder else None}
+                "encoder": str(Path(self.encoder).resolve()) if source == "encoder" and self.encoder else None,
+                "min_similarity": self.min_similarity if source == "encoder" else None}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
         """The options a run's metadata ``expansion`` records."""
+        similarity = record.get("min_similarity")
         return cls(rounds=int(record["rounds"]), expand=int(record["expand"]),
                    weight=float(record["weights"]["second"]), source=record["source"],
-                   encoder=Path(record["encoder"]) if record.get("encoder") else None)
+                   encoder=Path(record["encoder"]) if record.get("encoder") else None,
+                   min_similarity=float(similarity) if similarity is not None else None)
 
 
 def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:
@@ -156,9 +164,11 @@ class EncoderExpansion:
                                query.start, query.end, query.text, "")
         return self.encoder.encode([record])[0]
 
-    def nearest(self, items: Sequence[tuple[Query, Sequence[str]]]) -> dict[str, dict[str, Any]]:
+    def nearest(self, items: Sequence[tuple[Query, Sequence[str]]], min_similarity: float | None = None
+                ) -> dict[str, dict[str, Any]]:
         """``{query id: {passage id: record}}``: in each passage of each ``(query, passage ids)``, the dataset
-        mention of the query's type nearest to the query mention (passages without one are left out)."""
+        mention of the query's type nearest to the query mention (passages without one are left out, and
+        those whose nearest mention is less similar than ``min_similarity``, a cosine)."""
         self._encode({r.mention_id for _, passage_ids in items for pid in passage_ids
                       for r in self.by_passage.get(pid, ())})
         result: dict[str, dict[str, Any]] = {}
@@ -169,12 +179,16 @@ class EncoderExpansion:
                 candidates = [r for r in self.by_passage.get(pid, ())
                               if r.mention_id != query.id and self.types.get(r.mention_id) == query.type]
                 if candidates:
-                    chosen[pid] = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
+                    best = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
+                    if min_similarity is None or float(own @ self.vectors[best.mention_id]) >= min_similarity:
+                        chosen[pid] = best
         return result
 
-    def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int) -> dict[str, list[Query]]:
-        """``{query id: expansion queries}`` of each ``(query, ranked hits)``."""
-        chosen = self.nearest([(query, [h.passage_id for h in hits[:n]]) for query, hits in items])
+    def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int,
+                   min_similarity: float | None = None) -> dict[str, list[Query]]:
+        """``{query id: expansion queries}`` of each ``(query, ranked hits)`` (``min_similarity``: see
+        :meth:`nearest`)."""
+        chosen = self.nearest([(query, [h.passage_id for h in hits[:n]]) for query, hits in items], min_similarity)
         return {query.id: [expansion_query(query, pid, r.sentence, r.start, r.end)
                            for pid, r in chosen[query.id].items()] for query, _ in items}
 

@@ -264,7 +264,8 @@ def _second_round(retriever: Retriever, first: list[tuple[Query, list[Any]]], ex
         expansions = {query.id: from_spans(query, hits, spans_of.get(query.id, {}), texts, n) for query, hits in first}
     else:
         assert dataset_dir is not None and expansion.encoder is not None
-        expansions = EncoderExpansion.load(expansion.encoder, dataset_dir, device).expansions(first, n)
+        expansions = EncoderExpansion.load(expansion.encoder, dataset_dir, device).expansions(
+            first, n, expansion.min_similarity)
     fused = second_round(retriever, first, expansions, expansion, k)
     record = {**expansion.describe(has_reader), "queries": sum(len(v) for v in expansions.values()),
               "seconds": round(time.perf_counter() - began, 3)}

@@ -78,11 +78,11 @@ def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_
     path = tmp_path / "queries.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in expansions))
     assert read_queries(path) == expansions  # the queries file format, read back as it is
-    fused = second_round(retriever, first, {"q1": expansions}, ExpansionOptions(rounds=2, expand=2), 10)
+    fused = second_round(retriever, first, {"q1": expansions}, ExpansionOptions(rounds=2, expand=2, weight=1.0), 10)
     assert [q.id for q in retriever.asked] == ["q1>a", "q1>b"]
     assert {h.passage_id for h in fused[0][1]} == {"a", "b", "c", "x", "y"}
     assert expansion_query(QUERY, "p", "a b c", 2, 3).id == "q1>p"
-    # An expansion's own passage heads its list: the second round never sinks the passages it starts from.
+    # An expansion's own passage heads its list, so the passages the second round starts from keep their support.
     assert [h.passage_id for h in expansion_list(blaze, hits("x", "a", "y"))] == ["a", "x", "y"]
     assert fused[0][1][0].passage_id == "a"
 
@@ -92,15 +92,17 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
                              (ExpansionOptions(rounds=2, expand=-1), "--expand must not be negative"),
                              (ExpansionOptions(rounds=2, weight=math.nan), "--expand-weight"),
                              (ExpansionOptions(rounds=2, source="bm25"), "--expand-from must be one of"),
+                             (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
                               "no such model folder")):
         with pytest.raises(CorefSearchError, match=message):
             options.validate(has_reader=False)
-    options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path)
+    options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path,
+                               min_similarity=0.8)
     assert ExpansionOptions.from_metadata(json.loads(json.dumps(options.describe(False)))) == \
-        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve())
+        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8)
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
@@ -120,21 +122,28 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
     encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
     with_reader = ["--reader", str(reader), "--rerank-k", "5"]
     one = search(tiny_index, tiny_dataset, tmp_path / "one.trec", *with_reader)
+    search(tiny_index, tiny_dataset, tmp_path / "plain.trec")
     zero = search(tiny_index, tiny_dataset, tmp_path / "zero.trec", *with_reader, "--rounds", "2", "--expand", "0")
     assert read_run(tmp_path / "zero.trec") == read_run(tmp_path / "one.trec")  # N = 0: the first round
     assert zero["expansion"]["expand"] == 0 and "expansion" not in one
     two = search(tiny_index, tiny_dataset, tmp_path / "two.trec", *with_reader, "--rounds", "2", "--expand", "2",
                  "--expand-weight", "1")
     assert two["expansion"]["source"] == "reader" and two["expansion"]["queries"] > 0
-    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None)
+    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None, None)
     assert two["tag"].endswith("+round2-reader2")
     run = read_run(tmp_path / "two.trec")
     queries = {q.id: q for q in read_queries(tiny_dataset / "queries" / "dev.jsonl")}
     for qid, scores in run.items():
         assert queries[qid].passage_id not in scores and 0 < len(scores) <= 10
     encoded = search(tiny_index, tiny_dataset, tmp_path / "enc.trec", "--rounds", "2", "--expand", "3",
-                     "--mention-encoder", str(encoder))
+                     "--mention-encoder", str(encoder), "--expand-min-similarity", "-1")
     assert encoded["expansion"]["source"] == "encoder" and encoded["expansion"]["encoder"] == str(encoder.resolve())
+    assert encoded["expansion"]["min_similarity"] == -1 and encoded["expansion"]["queries"] > 0
+    # A gate no mention passes: no expansion, so the first round as it is.
+    gated = search(tiny_index, tiny_dataset, tmp_path / "gated.trec", "--rounds", "2", "--expand", "3",
+                   "--mention-encoder", str(encoder), "--expand-min-similarity", "1")
+    assert gated["expansion"]["queries"] == 0
+    assert read_run(tmp_path / "gated.trec") == read_run(tmp_path / "plain.trec")
     assert read_run(tmp_path / "enc.trec").keys() == run.keys()
 
 
@@ -142,6 +151,7 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
     queries = tiny_dataset / "queries" / "dev.jsonl"
     base = ["search", "--index", str(tiny_index), "--queries", str(queries), "--out", str(tmp_path / "r.trec")]
     for extra, message in ((["--expand", "2"], "--expand: the second round's options; add --rounds 2"),
+                           (["--expand-min-similarity", "0.5"], "--expand-min-similarity: the second round's"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
                            (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):

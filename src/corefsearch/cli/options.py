@@ -199,32 +199,36 @@ RoundsOption = Annotated[int, typer.Option(
     help="2: a second round from the coreferring mentions the first found in its top --expand passages (the "
          "reader's spans, or the mention encoder's nearest mentions), fused with the first.")]
 ExpandOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
-    help="With --rounds 2: the top N passages whose mentions search again (default 1, chosen on dev).")]
+    help="With --rounds 2: the top N passages whose mentions search again (default 5, chosen on dev).")]
 ExpandWeightOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
-    help="With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 2, chosen "
+    help="With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 4, chosen "
          "on dev).")]
 ExpandFromOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     help="With --rounds 2: reader (its spans; the default with --reader) | encoder (the dataset mention nearest "
          "to the query's in each passage, by --mention-encoder).")]
+ExpandMinSimilarityOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
+    help="With --rounds 2 --expand-from encoder: a passage whose nearest mention is less similar to the query "
+         "mention (cosine) gives no expansion (default 0.9, chosen on dev).")]
 MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")]
 
 
 def expansion_options(rounds: int, expand: int | None, weight: float | None, source: str | None,
-                      encoder: Path | None, encoder_alone: bool = False) -> Any:
+                      encoder: Path | None, encoder_alone: bool = False, min_similarity: float | None = None) -> Any:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
     ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
-    from corefsearch.expansion import DEFAULT_EXPAND, DEFAULT_WEIGHT, ExpansionOptions
+    from corefsearch.expansion import DEFAULT_EXPAND, DEFAULT_MIN_SIMILARITY, DEFAULT_WEIGHT, ExpansionOptions
 
     if rounds == 1:
-        if encoder_alone and encoder is not None and (expand, weight, source) == (None, None, None):
+        if encoder_alone and encoder is not None and (expand, weight, source, min_similarity) == (None,) * 4:
             return ExpansionOptions(encoder=encoder)
         given = [name for name, value in (("--expand", expand), ("--expand-weight", weight),
-                                          ("--expand-from", source),
+                                          ("--expand-from", source), ("--expand-min-similarity", min_similarity),
                                           *((("--mention-encoder", encoder),) if not encoder_alone else ()))
                  if value is not None]
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
     return ExpansionOptions(rounds, DEFAULT_EXPAND if expand is None else expand,
-                            DEFAULT_WEIGHT if weight is None else weight, source, encoder)
+                            DEFAULT_WEIGHT if weight is None else weight, source, encoder,
+                            DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity)
