@@ -172,7 +172,10 @@ def encoder_input(tokenizer: Any, record: MentionRecord, max_length: int = MAX_L
                          f"{ENTITY_END} whole; they must be special tokens of the tokenizer")
     mention_ids = ids[e_pos + 1:ee_pos]
     left_ids, right_ids = ids[:e_pos], ids[ee_pos + 1:]
-    context_ids: list[int] = tokenizer(record.context, add_special_tokens=False)["input_ids"]
+    # Only the context's first tokens can fit: cut it at max_length here (the same ids as cutting later,
+    # without the tokenizer's warning about a sequence longer than the model's positions).
+    context_ids: list[int] = tokenizer(record.context, add_special_tokens=False, truncation=True,
+                                       max_length=max_length)["input_ids"]
 
     fmt = pair_format(tokenizer)
     budget = max_length - fmt.n_special - 2
