@@ -78,6 +78,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
             for pid, r in chosen[q.id].items():
                 x = expansion_query(q, pid, r.sentence, r.start, r.end)
                 SIMILARITY[x.id] = float(own @ expander.vectors[r.mention_id])
+                CORRECT[x.id] = r.cluster_id == q.cluster_id
                 expansions[q.id].append(x)
     flat = [x for q, _ in first for x in expansions[q.id]]
     log(f"{split}: second round, {len(flat):,} expansion queries")
@@ -88,6 +89,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
 
 
 SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
+CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
 
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
@@ -201,6 +203,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(found):,} queries {s2:.0f} s ({1000 * s2 / max(len(first), 1):.0f} ms per original query at "
           f"N = {max(grid_n)})\n")
     grid_g = [float(x) for x in args.gates.split(",")]
+    if CORRECT:
+        print("Expansion mentions (the encoder's, top " + str(max(grid_n)) + " passages): how many pass each gate, "
+              "and the share in the query's gold cluster\n\n| gate | expansions | in the query's cluster |\n"
+              "| ---: | ---: | ---: |")
+        for g in sorted({-1.0, 0.5, 0.7, 0.8, 0.9, 0.95, *grid_g}):
+            passing = [x for x, s in SIMILARITY.items() if s >= g]
+            share = 100 * sum(CORRECT[x] for x in passing) / len(passing) if passing else 0.0
+            print(f"| {'none' if g == -1 else g} | {len(passing):,} | {share:.1f}% |")
+        print()
     print("| N | w | gate | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: |" + " ---: |" * len(METRICS))
     print("| first round | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
     best = (base["MRR@10"], 0, 0.0, -1.0)
