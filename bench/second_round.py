@@ -40,18 +40,24 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def hybrid_setup(device: str) -> Any:
+    """The option objects of the hybrid dev chose, built by the CLI's own builder (``search_setup``)."""
+    from corefsearch.cli.options import search_setup
+
+    return search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
+                        fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
+                        alpha=0.5, device=device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
+                        ef_search=None, nprobe=None)
+
+
 def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max: int, device: str,
            spans: Path | None) -> tuple[list[Any], dict[str, list[Any]], dict[str, list[Any]], float, float]:
     """The first round, each query's expansion queries (largest N), their hits; seconds of each round."""
-    from corefsearch.cli.options import search_setup
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.expansion import EncoderExpansion, from_spans
     from corefsearch.retriever import open_retriever
 
-    setup = search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
-                         fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
-                         alpha=0.5, device=device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
-                         ef_search=None, nprobe=None)
+    setup = hybrid_setup(device)
     retriever = open_retriever(index, setup.bm25, setup.retrieval)
     queries = read_queries(dataset / "queries" / f"{split}.jsonl")
     log(f"{split}: first round, {len(queries):,} queries")
@@ -246,15 +252,11 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
     """ms per query of the warm engine (what ``serve`` answers with), one round against two, taking turns."""
     import statistics
 
-    from corefsearch.cli.options import search_setup
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.engine import SearchEngine
     from corefsearch.expansion import ExpansionOptions
 
-    setup = search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
-                         fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
-                         alpha=0.5, device=args.device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
-                         ef_search=None, nprobe=None)
+    setup = hybrid_setup(args.device)
     engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
                                expansion=ExpansionOptions(1, max(n, 1), w, "encoder", args.mention_encoder, gate))
     queries = read_queries(args.dataset / "queries" / "test.jsonl")[:count]
@@ -270,13 +272,9 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
 
 
 def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | None = None) -> int:
-    from corefsearch.cli.options import search_setup
     from corefsearch.retriever import open_retriever
 
-    setup = search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
-                         fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
-                         alpha=0.5, device=args.device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
-                         ef_search=None, nprobe=None)
+    setup = hybrid_setup(args.device)
     retriever = open_retriever(args.index, setup.bm25, setup.retrieval)
     rows = reader_rows(retriever, args.dataset, args.test_reader, args.first_stage, args.mention_encoder,
                        max(n, 1), w, args.k, args.device, gate)

@@ -53,7 +53,7 @@ class ExpansionOptions:
     source: str | None = None  # None: the reader's spans when there is a reader, else the encoder's
     encoder: Path | None = None
     # encoder source: a passage whose nearest mention is less similar to the query's (cosine) gives no expansion
-    min_similarity: float | None = None
+    min_similarity: float | None = DEFAULT_MIN_SIMILARITY
 
     @property
     def active(self) -> bool:
@@ -137,7 +137,10 @@ class EncoderExpansion:
         self.by_passage: dict[str, list[Any]] = {}
         for record in self.records.values():
             self.by_passage.setdefault(record.passage_id, []).append(record)
-        self.types = dataset_mention_types(Path(dataset_dir))
+        from corefsearch.datasets.dataset import Dataset
+
+        # Each mention's type from clusters.jsonl (a cluster holds mentions of one type): no pass over the passages.
+        self.types = {m: c.type for c in Dataset(Path(dataset_dir)).clusters() for m in c.mention_ids}
         self.vectors: dict[str, Any] = {}
 
     @classmethod
@@ -191,12 +194,6 @@ class EncoderExpansion:
         chosen = self.nearest([(query, [h.passage_id for h in hits[:n]]) for query, hits in items], min_similarity)
         return {query.id: [expansion_query(query, pid, r.sentence, r.start, r.end)
                            for pid, r in chosen[query.id].items()] for query, _ in items}
-
-
-def dataset_mention_types(dataset_dir: Path) -> dict[str, str]:
-    from corefsearch.datasets.dataset import Dataset
-
-    return {m.mention_id: m.type for p in Dataset(dataset_dir).passages() for m in p.mentions}
 
 
 def fuse_rounds(first: Sequence[Hit], seconds: Sequence[Sequence[Hit]], weight: float, k: int,

@@ -217,7 +217,7 @@ def expansion_options(rounds: int, expand: int | None, weight: float | None, sou
                       encoder: Path | None, encoder_alone: bool = False, min_similarity: float | None = None) -> Any:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
     ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
-    from corefsearch.expansion import DEFAULT_EXPAND, DEFAULT_MIN_SIMILARITY, DEFAULT_WEIGHT, ExpansionOptions
+    from corefsearch.expansion import ExpansionOptions
 
     if rounds == 1:
         if encoder_alone and encoder is not None and (expand, weight, source, min_similarity) == (None,) * 4:
@@ -229,6 +229,6 @@ def expansion_options(rounds: int, expand: int | None, weight: float | None, sou
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
-    return ExpansionOptions(rounds, DEFAULT_EXPAND if expand is None else expand,
-                            DEFAULT_WEIGHT if weight is None else weight, source, encoder,
-                            DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity)
+    given_values = {"expand": expand, "weight": weight, "min_similarity": min_similarity}
+    return ExpansionOptions(rounds, source=source, encoder=encoder,
+                            **{name: value for name, value in given_values.items() if value is not None})

@@ -73,7 +73,11 @@ def mention_records(dataset_dir: Path, split: str) -> Iterator[MentionRecord]:
     single passage or other ids come at the end. Raises InputError when clusters.jsonl names
     mentions no passage holds."""
     dataset = Dataset(dataset_dir)
-    wanted = set(split_mention_ids(dataset, split))
+    yield from _records(dataset, set(split_mention_ids(dataset, split)))
+
+
+def _records(dataset: Dataset, wanted: set[str]) -> Iterator[MentionRecord]:
+    """The records of the ``wanted`` mention ids (see :func:`mention_records`), in two passes over the passages."""
     path = dataset.passages_path
     if not path.is_file():
         raise MissingArtefactError(f"{path}: no such file; rebuild the dataset with `corefsearch build-dataset ... "
@@ -197,7 +201,8 @@ def encoder_input(tokenizer: Any, record: MentionRecord, max_length: int = MAX_L
 
 def dataset_mention_records(dataset_dir: Path) -> dict[str, MentionRecord]:
     """``{mention id: record}`` of every mention of the dataset's clusters, whatever their split (the
-    second search round's candidates, ``corefsearch.expansion``)."""
+    second search round's candidates, ``corefsearch.expansion``), in the same two passes over the passages
+    as one split's."""
     dataset = Dataset(dataset_dir)
-    splits = sorted({cluster.split for cluster in dataset.clusters()})
-    return {record.mention_id: record for split in splits for record in mention_records(dataset_dir, split)}
+    wanted = {mention_id for cluster in dataset.clusters() for mention_id in cluster.mention_ids}
+    return {record.mention_id: record for record in _records(dataset, wanted)}
