@@ -29,11 +29,15 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 @user_errors
 def build_dataset_command(
     input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="Corpus file or folder.")],
-    source_format: Annotated[str, typer.Option("--format", help="ecbplus | wec | coresearch | generic")],
+    source_format: Annotated[str, typer.Option(
+        "--format", help="ecbplus | wec | coresearch | generic | cdcr-json (a folder of {split}_text.txt and "
+                         "{split}_{event,entity}_gold_mentions.json) | conll (a CoNLL coreference file or a "
+                         "folder of them)")],
     out: Annotated[Path, typer.Option("--out", help="Dataset directory to write.")],
     mention_type: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="event | entity | all: the mentions kept (ecbplus, generic; wec and coresearch hold events only). "
-             "Default: event, for generic all.")] = None,
+        help="event | entity | all: the mentions kept (ecbplus, generic, cdcr-json; wec and coresearch hold "
+             "events only; conll: the type of its mentions, event or entity). Default: event, for generic all.")
+    ] = None,
     validated_only: Annotated[bool, typer.Option(
         "--validated-only", help="ECB+: keep only the validated sentences of ECBplus_coreference_sentences.csv."
     )] = False,
@@ -48,21 +52,24 @@ def build_dataset_command(
         help="train,dev,test shares of clusters (with --split-by clusters).")] = "0.8,0.1,0.1",
     seed: Annotated[int, typer.Option(help="Seed of the cluster split.")] = 13,
     split_by: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="clusters (a seeded shuffle of the clusters by --split-ratios; default for wec, generic) | corpus "
-             "(each document's own split: ecbplus, coresearch, and generic documents with a 'split' field).")
+        help="clusters (a seeded shuffle of the clusters by --split-ratios; default for wec, generic, conll) | "
+             "corpus (each document's own split: ecbplus, coresearch, cdcr-json, generic documents with a 'split' "
+             "field, and conll files named train…, dev…/val…, test…).")
     ] = None,
     sentences: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="generic: how text is cut into sentences: spacy (spaCy's sentencizer within each line; default) "
              "| newline (one sentence per line). Sentences a mention straddles are joined.")] = None,
     splits: Annotated[str, typer.Option(
-        help="Splits to write queries for (ecbplus, coresearch: also the documents kept).")] = "train,dev,test",
+        help="Splits to write queries for (ecbplus, coresearch, cdcr-json: also the documents kept).")
+    ] = "train,dev,test",
     distractors: Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045
         help="JSONL of passages without mentions ({doc_id, title?, text}); repeatable.")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset directory.")] = False,
 ) -> None:
     """Turn a coreference corpus into a coreference-search dataset (passages, queries, qrels)."""
-    from corefsearch.cli.report import print_build_summary
+    from corefsearch.cli.report import print_build_summary, print_statistics_check
     from corefsearch.datasets.build import BuildOptions, build_dataset
+    from corefsearch.datasets.cdcr_json import CdcrReport, statistics_rows
     from corefsearch.datasets.sources import SourceOptions, read_source
 
     kept_splits = tuple(s.strip() for s in splits.split(",") if s.strip())
@@ -75,10 +82,13 @@ def build_dataset_command(
                                    **source_options.resolved(source_format), "validated_only": validated_only,
                                    "distractors": [str(p) for p in distractors or []]})
     options.validate()
-    documents = read_source(source_format, input_path, source_options)
+    report = CdcrReport()
+    documents = read_source(source_format, input_path, source_options, report=report)
     summary = build_dataset(documents, out, options, distractors=distractors or [], overwrite=overwrite,
                             source_name=str(input_path))
     print_build_summary(summary, console)
+    if source_format == "cdcr-json":
+        print_statistics_check(statistics_rows(input_path, report), input_path, console)
 
 
 

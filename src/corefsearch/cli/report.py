@@ -34,6 +34,25 @@ def print_build_summary(summary: BuildSummary, console: Console) -> None:
         console.print(f"{summary.mentions_dropped:,} mentions crossed a passage boundary and were left out.")
 
 
+def print_statistics_check(rows: list[tuple[str, str, int, int | None]], folder: Path, console: Console) -> None:
+    """What was read against the corpus's own ``statistics`` file (cdcr-json), one row per count."""
+    if not rows:
+        return
+    from rich.table import Table
+
+    table = Table(title=f"Counts read, against {folder / 'statistics'}")
+    for column, justify in (("split", "left"), ("quantity", "left"), ("read", "right"), ("statistics", "right"),
+                            ("", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for split, quantity, read, published in rows:
+        mark = "" if published is None else ("same" if read == published else "DIFFERS")
+        table.add_row(split, quantity, f"{read:,}", "—" if published is None else f"{published:,}", mark)
+    console.print(table)
+    differing = sum(1 for *_, read, published in rows if published is not None and read != published)
+    console.print(f"{len(rows) - differing} of {len(rows)} counts as the corpus's statistics file gives them"
+                  + (f"; {differing} differ" if differing else ""), highlight=False)
+
+
 def print_index_summary(summary: IndexSummary | DenseIndexSummary, console: Console) -> None:
     _print_index_lines(summary, console)
     if getattr(summary, "ray_workers", None):

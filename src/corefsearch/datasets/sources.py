@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corefsearch.errors import InputError
+
+if TYPE_CHECKING:
+    from corefsearch.datasets.cdcr_json import CdcrReport
 from corefsearch.schema import Document
 from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 
-SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic")
+SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic", "cdcr-json", "conll")
 MENTION_TYPE_CHOICES = ("event", "entity", "all")
 SPLIT_BY = ("clusters", "corpus")
 CHAIN_CHOICES = ("cross-document", "all")  # ecbplus: the chains whose mentions are kept
-# Formats whose documents come with a fixed split (ECB+ topics, CoreSearch's files) and those
-# whose clusters build splits by a seeded shuffle unless told otherwise.
-FIXED_SPLIT_FORMATS = ("ecbplus", "coresearch")
+# Formats whose documents come with a fixed split (ECB+ topics, CoreSearch's and CDCR-JSON's files)
+# and those whose clusters build splits by a seeded shuffle unless told otherwise.
+FIXED_SPLIT_FORMATS = ("ecbplus", "coresearch", "cdcr-json")
 
 
 @dataclass
@@ -64,8 +68,10 @@ def effective_split_by(source_format: str, split_by: str | None) -> str:
     return split_by
 
 
-def read_source(source_format: str, path: Path, options: SourceOptions) -> Iterator[Document]:
-    """Documents (with their mentions) of ``path`` read as ``source_format``."""
+def read_source(source_format: str, path: Path, options: SourceOptions,
+                report: CdcrReport | None = None) -> Iterator[Document]:
+    """Documents (with their mentions) of ``path`` read as ``source_format``; ``report`` (cdcr-json)
+    is filled with the counts the corpus's ``statistics`` file gives too."""
     if source_format not in SOURCE_FORMATS:
         raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")
     mention_type = effective_mention_type(source_format, options.mention_type)
@@ -86,6 +92,14 @@ def read_source(source_format: str, path: Path, options: SourceOptions) -> Itera
 
         return read_ecbplus(path, mention_type=mention_type, validated_only=options.validated_only,
                             sentences_csv=options.sentences_csv, chains=options.chains or "cross-document")
+    if source_format == "cdcr-json":
+        from corefsearch.datasets.cdcr_json import read_cdcr_json
+
+        return read_cdcr_json(path, splits=options.splits, mention_type=mention_type, report=report)
+    if source_format == "conll":
+        from corefsearch.datasets.conll import read_conll
+
+        return read_conll(path, mention_type=mention_type, split_by=split_by)
     if mention_type != "event" and source_format in ("wec", "coresearch"):
         raise InputError(f"--mention-type {mention_type}: {source_format} holds event mentions only")
     if source_format == "wec":
