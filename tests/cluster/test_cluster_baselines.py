@@ -214,7 +214,8 @@ def test_dataset_without_topics_and_scope_topic_is_an_error(news_corpus: NewsCor
 
 def test_bad_options_and_outputs(topic_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "c.jsonl"
-    assert "--method must be one of lemma, singletons" in _cli_error(topic_dataset, "--out", out, "--method", "gold")
+    assert "--method must be one of lemma, singletons, gold, encoder" in _cli_error(topic_dataset, "--out", out,
+                                                                                 "--method", "oracle")
     assert "--scope must be one of topic, predicted-topic, corpus" in _cli_error(
         topic_dataset, "--out", out, "--method", "lemma", "--scope", "world")
     assert "--split must be one of" in _cli_error(topic_dataset, "--out", out, "--method", "lemma", "--split", "x")

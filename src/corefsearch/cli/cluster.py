@@ -26,7 +26,8 @@ def cluster_command(
     out: Annotated[Path, typer.Option("--out", help="Clusters JSONL to write ({mention_id, cluster_id} lines).")],
     method: Annotated[str, typer.Option(
         help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone) | "
-             "encoder (the mention encoder of --model, average-linkage clustering of its vectors).")],
+             "encoder (the mention encoder of --model, average-linkage clustering of its vectors) | gold (the "
+             "dataset's own clusters: the key, e.g. for the reference scorer with --conll).")],
     split: Annotated[str, typer.Option(help="The split whose gold mentions are clustered.")] = "test",
     scope: Annotated[str, typer.Option(
         help="topic (within each document topic the dataset records) | predicted-topic (within groups of "

@@ -1,15 +1,23 @@
 """The two baseline clusterings: every mention alone, and same head lemma (Barhom et al. 2019, Cattan
 et al. 2021: the standard ECB+ baseline). Mentions are clustered within their group (topic, predicted
-topic or the whole split) and never across mention types."""
+topic or the whole split) and never across mention types. And the gold clusters themselves
+(``--method gold``): the key, to hand to the reference scorer or to read back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from corefsearch.cluster.mentions import ClusterMention
-from corefsearch.schema import safe_id
+from corefsearch.schema import Cluster, safe_id
 
-METHODS = ("lemma", "singletons")
+METHODS = ("lemma", "singletons", "gold")
+
+
+def gold(mentions: Sequence[ClusterMention], clusters: Iterable[Cluster]) -> dict[str, str]:
+    """``{mention_id: cluster_id}`` of the dataset's gold clusters, for ``mentions``."""
+    wanted = {m.mention_id for m in mentions}
+    return {mention_id: cluster.cluster_id for cluster in clusters for mention_id in cluster.mention_ids
+            if mention_id in wanted}
 
 
 def singletons(mentions: Sequence[ClusterMention]) -> dict[str, str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from corefsearch.cluster.baselines import METHODS, mention_head_lemmas, same_lemma, singletons
+from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
 from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
@@ -120,6 +120,10 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     encoded: int | None = None
     if method == "singletons":
         assignment = singletons(found.mentions)
+    elif method == "gold":
+        from corefsearch.datasets.dataset import Dataset
+
+        assignment = gold(found.mentions, Dataset(Path(dataset)).clusters())
     elif method == "encoder":
         stages = {}
         assignment, tau, beta, encoded = _encoder_assignment(
