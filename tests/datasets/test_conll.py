@@ -110,6 +110,7 @@ def test_a_folder_is_read_file_by_file_and_split_by_file_names(tmp_path: Path) -
     ("#begin document x\nd 0 0 a (4|(\n#end document\n", "x.conll:2: coreference column '\\(4\\|\\(': '\\(' is not"),
     ("#begin document x\nd 0 0 a ((4)\n#end document\n", "x.conll:2: coreference column"),
     ("#begin document x\nd 0 0 a\n#end document\n", "x.conll:2: expected at least 5 columns"),
+    ("#begin document x\nall (1)\n#end document\n", "x.conll:2: two columns .*: a key with one line per mention"),
     ("#begin document x\nd 0 0 a (4)\n", "x.conll: the block begun on line 1 has no '#end document'"),
     ("d 0 0 a (4)\n", "x.conll:1: a token line outside"),
     ("#end document\n", "x.conll:1: #end document without #begin document"),

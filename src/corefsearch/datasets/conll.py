@@ -148,6 +148,11 @@ def _read_file(path: Path) -> list[_Block]:
             if block is None:
                 raise InputError(f"{path}:{number}: a token line outside '#begin document' … '#end document'")
             columns = line.split()
+            if len(columns) == 2:
+                raise InputError(f"{path}:{number}: two columns (document, coreference): a key with one line per "
+                                 "mention and no tokens holds no text to build a dataset from; the reader needs "
+                                 f"at least {MIN_COLUMNS} columns (document, part or sentence, token number, token, "
+                                 "…, coreference)")
             if len(columns) < MIN_COLUMNS:
                 raise InputError(f"{path}:{number}: expected at least {MIN_COLUMNS} columns (document, part or "
                                  f"sentence, token number, token, …, coreference), got {len(columns)}")
