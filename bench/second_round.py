@@ -98,8 +98,13 @@ SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of
 CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
 
 
+def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: int) -> bool:
+    """The expansion's own search finds the query's passage in its top ``depth`` (0: no such test)."""
+    return depth == 0 or any(h.passage_id == query.passage_id for h in found[expansion.id][:depth])
+
+
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
-           k: int, qrels: Path, gate: float = -1.0) -> dict[str, float]:
+           k: int, qrels: Path, gate: float = -1.0, depth: int = 0) -> dict[str, float]:
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
@@ -107,7 +112,8 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
     run = {}
     for query, hits in first:
         top = {h.passage_id for h in hits[:n]}  # the top N passages' expansions, as the CLI takes them
-        mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate]
+        mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate
+                and reciprocal(query, x, found, depth)]
         lists = [expansion_list(x, found[x.id]) for x in mine]
         ranked = fuse_rounds(hits, lists, weight, k, query.passage_id) if n and mine else hits
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
@@ -116,7 +122,8 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
 
 
 def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, encoder: Path, n: int,
-                weight: float, k: int, device: str, gate: float | None = None) -> list[tuple[str, dict[str, float]]]:
+                weight: float, k: int, device: str, gate: float | None = None,
+                depths: tuple[int, ...] = (0,)) -> list[tuple[str, dict[str, float]]]:
     """The best single-round pipeline's test rows and its second rounds (module docstring)."""
     import tempfile
 
@@ -167,10 +174,16 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
 
     rows = [("hybrid + reader, RRF (the best single round)", row({q.id: h for q, h in first}, spans_path))]
     for source, expansions in sources.items():
-        ranking = {q.id: fuse_rounds(hits, [expansion_list(x, searched[source, x.id]) for x in expansions[q.id]],
-                                     weight, k, q.passage_id) if expansions[q.id] else hits for q, hits in first}
-        rows.append((f"+ second round from the {source}'s mentions (N {n}, w {weight:g})",
-                     row(ranking, spans_path if source == "reader" else encoder_spans)))
+        for depth in depths:
+            ranking = {}
+            for q, hits in first:
+                kept = [x for x in expansions[q.id] if depth == 0 or any(
+                    h.passage_id == q.passage_id for h in searched[source, x.id][:depth])]
+                ranking[q.id] = fuse_rounds(hits, [expansion_list(x, searched[source, x.id]) for x in kept], weight,
+                                            k, q.passage_id) if kept else hits
+            label = f"+ second round from the {source}'s mentions (N {n}, w {weight:g}" + (
+                f", reciprocal R {depth})" if depth else ")")
+            rows.append((label, row(ranking, spans_path if source == "reader" else encoder_spans)))
     return rows
 
 
@@ -184,13 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expand", default="1,2,3,5")
     parser.add_argument("--weights", default="0.25,0.5,1,2")
     parser.add_argument("--gates", default="-1", help="least encoder similarity of an expansion mention (-1: none)")
+    parser.add_argument("--reciprocal", default="0",
+                        help="depths R: an expansion counts only when its own search ranks the query's passage in its "
+                             "top R (0: no such test)")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
     parser.add_argument("--test-reader", type=Path, default=None,
                         help="a reader's folder with test.trec (+ .spans.jsonl) re-ranking --first-stage's test run")
     parser.add_argument("--first-stage", type=Path, default=None, help="the hybrid's test run the reader re-ranked")
-    parser.add_argument("--only-test", default=None, help="N,w[,gate]: skip dev, use these")
+    parser.add_argument("--only-test", default=None, help="N,w[,gate]: skip dev, use these (and --reciprocal)")
     parser.add_argument("--warm", type=int, default=0, help="also time N test queries on the warm engine")
     args = parser.parse_args(argv)
     if args.only_test:
@@ -198,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         gate = float(g[0]) if g else None
         if args.warm:
             warm_cost(args, int(n), float(w), args.warm, gate)
-        return test_reader_only(args, int(n), float(w), gate) if args.test_reader is not None else 0
+        depths = tuple(int(x) for x in args.reciprocal.split(","))
+        return test_reader_only(args, int(n), float(w), gate, depths) if args.test_reader is not None else 0
     grid_n = [int(x) for x in args.expand.split(",")]
     grid_w = [float(x) for x in args.weights.split(",")]
     first, expansions, found, s1, s2 = rounds(args.index, args.dataset, args.split, args.mention_encoder, args.k,
@@ -218,33 +235,47 @@ def main(argv: list[str] | None = None) -> int:
             share = 100 * sum(CORRECT[x] for x in passing) / len(passing) if passing else 0.0
             print(f"| {'none' if g == -1 else g} | {len(passing):,} | {share:.1f}% |")
         print()
-    print("| N | w | gate | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: |" + " ---: |" * len(METRICS))
-    print("| first round | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
-    best = (base["MRR@10"], 0, 0.0, -1.0)
+        grid_r = [int(x) for x in args.reciprocal.split(",")]
+        if grid_r != [0]:
+            print("| gate | reciprocal R | expansions | in the query's cluster |\n| ---: | ---: | ---: | ---: |")
+            for g in grid_g:
+                for r in grid_r:
+                    passing = [x.id for q, _ in first for x in expansions[q.id]
+                               if SIMILARITY.get(x.id, 1.0) >= g and reciprocal(q, x, found, r)]
+                    share = 100 * sum(CORRECT[x] for x in passing) / len(passing) if passing else 0.0
+                    print(f"| {'none' if g == -1 else g} | {r or 'off'} | {len(passing):,} | {share:.1f}% |")
+            print()
+    grid_r = [int(x) for x in args.reciprocal.split(",")]
+    print("| N | w | gate | R | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: | ---: |"
+          + " ---: |" * len(METRICS))
+    print("| first round | | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
+    best = (base["MRR@10"], 0, 0.0, -1.0, 0)
     for n in grid_n:
         for w in grid_w:
             for g in grid_g:
-                row = scores(first, expansions, found, n, w, args.k, qrels, g)
-                print(f"| {n} | {w:g} | {g:g} | " + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
-                if row["MRR@10"] > best[0]:
-                    best = (row["MRR@10"], n, w, g)
-    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g} (MRR@10 {best[0]:.2f}; N = 0 is the first "
-          "round).")
+                for r in grid_r:
+                    row = scores(first, expansions, found, n, w, args.k, qrels, g, r)
+                    print(f"| {n} | {w:g} | {g:g} | {r} | " + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |",
+                          flush=True)
+                    if row["MRR@10"] > best[0]:
+                        best = (row["MRR@10"], n, w, g, r)
+    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, R {best[4]} (MRR@10 {best[0]:.2f}; N = 0 is "
+          "the first round).")
     if args.test:
         first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
                                                   max(best[1], 1), args.device, None)
         qrels = args.dataset / "qrels" / "test.txt"
         one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
-        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3])
+        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4])
         print(f"\nTest, once ({len(first):,} queries), ×100:\n")
         print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
         print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
-        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}) | "
+        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, R {best[4]}) | "
               + " | ".join(f"{two[m]:.2f}" for m in METRICS) + " |")
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")
     if args.test_reader is not None:
-        test_reader_only(args, best[1], best[2], best[3] if best[3] != -1 else None)
+        test_reader_only(args, best[1], best[2], best[3] if best[3] != -1 else None, (0, best[4]) if best[4] else (0,))
     return 0
 
 
@@ -271,13 +302,14 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
           f"rounds (encoder, N {max(n, 1)}) {two:.0f}: {two - one:+.0f} ms")
 
 
-def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | None = None) -> int:
+def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | None = None,
+                     depths: tuple[int, ...] = (0,)) -> int:
     from corefsearch.retriever import open_retriever
 
     setup = hybrid_setup(args.device)
     retriever = open_retriever(args.index, setup.bm25, setup.retrieval)
     rows = reader_rows(retriever, args.dataset, args.test_reader, args.first_stage, args.mention_encoder,
-                       max(n, 1), w, args.k, args.device, gate)
+                       max(n, 1), w, args.k, args.device, gate, depths)
     columns = [*METRICS, "cluster F1@10"]
     print(f"\nTest, the reader rows (N {max(n, 1)}, w {w:g}), ×100:\n")
     print("| run | " + " | ".join(columns) + " |\n| --- |" + " ---: |" * len(columns))
