@@ -12,7 +12,13 @@ used as a query, reaches passages the first wording missed. So the second round:
      dataset's gold mention boundaries, as ``cluster`` uses; a passage without mentions gives none;
 3. searches again with each marked passage as a query of its own (the query format exactly: a
    passage with a marked mention), with the same retriever, leaving out the original query's passage;
-4. fuses the rounds by weighted reciprocal rank fusion: a passage scores
+4. keeps an expansion only if its own search ranks the original query's passage in its top ``R``
+   (``--expand-reciprocal R``; 0 keeps every one): a mention that corefers with the query finds the
+   query's passage again, a mention of another event mostly does not. The test is by ranks, so it
+   does not depend on how a corpus's similarities run (the encoder's cosine gate does). A query
+   whose passage is not in the collection (an ad hoc query) has nothing to find again: the test
+   does not apply to it;
+5. fuses the rounds by weighted reciprocal rank fusion: a passage scores
    ``1 / (60 + rank₁) + w · mean_i 1 / (60 + rank₂ᵢ)``, rank₁ in the first round and rank₂ᵢ in the
    list of expansion i (a list that misses it adds nothing). Expansion i's own passage heads its
    list (:func:`expansion_list`): the retriever leaves a query's passage out of its hits, and without
@@ -39,6 +45,7 @@ EXPAND_SOURCES = ("reader", "encoder")
 DEFAULT_EXPAND = 5
 DEFAULT_WEIGHT = 4.0
 DEFAULT_MIN_SIMILARITY = 0.9
+DEFAULT_RECIPROCAL = 10
 RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 
 
@@ -54,6 +61,8 @@ class ExpansionOptions:
     encoder: Path | None = None
     # encoder source: a passage whose nearest mention is less similar to the query's (cosine) gives no expansion
     min_similarity: float | None = DEFAULT_MIN_SIMILARITY
+    # an expansion whose own search does not rank the query's passage in its top R is dropped (0: none is)
+    reciprocal: int = DEFAULT_RECIPROCAL
 
     @property
     def active(self) -> bool:
@@ -66,6 +75,8 @@ class ExpansionOptions:
             raise InputError(f"--expand must not be negative, got {self.expand}")
         if not (self.weight >= 0 and math.isfinite(self.weight)):
             raise InputError(f"--expand-weight must be a number ≥ 0, got {self.weight}")
+        if self.reciprocal < 0:
+            raise InputError(f"--expand-reciprocal must not be negative (0 turns the test off), got {self.reciprocal}")
         if self.min_similarity is not None and not -1 <= self.min_similarity <= 1:
             raise InputError(f"--expand-min-similarity is a cosine similarity in [-1, 1], got {self.min_similarity}")
         if self.source is not None and self.source not in EXPAND_SOURCES:
@@ -93,7 +104,8 @@ class ExpansionOptions:
         return {"rounds": self.rounds, "expand": self.expand, "source": source,
                 "weights": {"first": 1.0, "second": self.weight}, "rrf_k": RRF_K,
                 "encoder": str(Path(self.encoder).resolve()) if source == "encoder" and self.encoder else None,
-                "min_similarity": self.min_similarity if source == "encoder" else None}
+                "min_similarity": self.min_similarity if source == "encoder" else None,
+                "reciprocal": self.reciprocal}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
@@ -102,7 +114,9 @@ class ExpansionOptions:
         return cls(rounds=int(record["rounds"]), expand=int(record["expand"]),
                    weight=float(record["weights"]["second"]), source=record["source"],
                    encoder=Path(record["encoder"]) if record.get("encoder") else None,
-                   min_similarity=float(similarity) if similarity is not None else None)
+                   min_similarity=float(similarity) if similarity is not None else None,
+                   # runs written before the test existed had none
+                   reciprocal=int(record.get("reciprocal", 0)))
 
 
 def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:
@@ -234,9 +248,28 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
         if options.expand == 0 or not mine:
             fused.append((query, list(hits)))
             continue
-        lists = [expansion_list(x, found[x.id]) for x in mine]
-        fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id)))
+        depth = options.reciprocal if _in_collection(retriever, query.passage_id) else 0
+        lists = [expansion_list(x, found[x.id]) for x in mine if finds_again(query, found[x.id], depth)]
+        fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id) if lists else list(hits)))
     return fused
+
+
+def _in_collection(retriever: Any, passage_id: str) -> bool:
+    """Whether the query's passage is in the collection (an ad hoc query's, or that of a queries file from
+    elsewhere, is not: it cannot be found again, so the reciprocal test does not apply to it)."""
+    if not passage_id:
+        return False
+    try:
+        retriever.passage(passage_id)
+    except InputError:
+        return False
+    return True
+
+
+def finds_again(query: Query, hits: Sequence[Hit], depth: int) -> bool:
+    """The reciprocal test: an expansion's ``hits`` rank the original ``query``'s passage in the top
+    ``depth`` (0: no test)."""
+    return depth == 0 or any(hit.passage_id == query.passage_id for hit in hits[:depth])
 
 
 # --- the answer as a cluster (query --cluster, serve) ---------------------------------------------------------

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import read_queries
-from corefsearch.errors import CorefSearchError
+from corefsearch.errors import CorefSearchError, InputError
 from corefsearch.expansion import (
     RRF_K,
     ExpansionOptions,
@@ -51,15 +51,22 @@ def test_fuse_rounds_weighs_the_second_round_and_leaves_out_the_querys_passage()
 
 
 class Recorder:
-    """A retriever that answers every query with the same list and records what it was asked."""
+    """A retriever that answers every query with the same list (or its own, from ``answers``) and records
+    what it was asked; its collection is the passages of the tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, answers: dict[str, list[Hit]] | None = None) -> None:
         self.asked: list[Query] = []
+        self.answers = answers or {}
 
     def search(self, queries: list[Query], k: int):  # noqa: ANN201
         for query in queries:
             self.asked.append(query)
-            yield query, hits("x", "y")[:k]
+            yield query, self.answers.get(query.id, hits("x", "y"))[:k]
+
+    def passage(self, passage_id: str) -> dict[str, str]:
+        if passage_id not in {"a", "b", "c", "x", "y", "d1-0"}:
+            raise InputError(f"passage {passage_id} is not in the index")
+        return {"id": passage_id, "title": "", "text": ""}
 
 
 def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_path: Path) -> None:
@@ -78,7 +85,8 @@ def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_
     path = tmp_path / "queries.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in expansions))
     assert read_queries(path) == expansions  # the queries file format, read back as it is
-    fused = second_round(retriever, first, {"q1": expansions}, ExpansionOptions(rounds=2, expand=2, weight=1.0), 10)
+    fused = second_round(retriever, first, {"q1": expansions},
+                         ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=0), 10)
     assert [q.id for q in retriever.asked] == ["q1>a", "q1>b"]
     assert {h.passage_id for h in fused[0][1]} == {"a", "b", "c", "x", "y"}
     assert expansion_query(QUERY, "p", "a b c", 2, 3).id == "q1>p"
@@ -87,12 +95,37 @@ def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_
     assert fused[0][1][0].passage_id == "a"
 
 
+def test_the_reciprocal_test_keeps_the_expansions_that_find_the_querys_passage_again() -> None:
+    first = [(QUERY, hits("a", "b", "c"))]
+    texts = {"a": "Smoke rose as the blaze spread .", "b": "Crews left ."}
+    expansions = from_spans(QUERY, first[0][1], {"a": (18, 23), "b": (0, 5)}, texts, 2)
+    # q1>a finds the query's passage d1-0 second; q1>b never does.
+    retriever = Recorder({"q1>a": hits("x", "d1-0", "y"), "q1>b": hits("y", "x", "c")})
+
+    def fused(depth: int, query: Query = QUERY) -> list[str]:
+        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=depth)
+        return [h.passage_id for h in second_round(retriever, [(query, first[0][1])], {query.id: expansions},
+                                                   options, 10)[0][1]]
+
+    only_a = fuse_rounds(first[0][1], [expansion_list(expansions[0], retriever.answers["q1>a"])], 1.0, 10, "d1-0")
+    both = fuse_rounds(first[0][1], [expansion_list(x, retriever.answers[x.id]) for x in expansions], 1.0, 10, "d1-0")
+    assert fused(2) == [h.passage_id for h in only_a] != [h.passage_id for h in both]
+    assert fused(1) == ["a", "b", "c"]  # neither finds it first: the first round stands
+    assert fused(0) == [h.passage_id for h in both] and fused(3) == fused(2)
+    # A query whose passage is not in the collection (an ad hoc query) has nothing to find again: no test.
+    adhoc = Query("q1", "", QUERY.text, QUERY.start, QUERY.end, QUERY.mention, "")
+    elsewhere = Query("q1", "other-0", QUERY.text, QUERY.start, QUERY.end, QUERY.mention, "")
+    assert fused(1, adhoc) == fused(0, adhoc) and fused(1, elsewhere) == fused(0, elsewhere)
+    assert "x" in fused(1, adhoc) and "x" in fused(1, elsewhere)
+
+
 def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(tmp_path: Path) -> None:
     for options, message in ((ExpansionOptions(rounds=3), "--rounds must be 1 or 2"),
                              (ExpansionOptions(rounds=2, expand=-1), "--expand must not be negative"),
                              (ExpansionOptions(rounds=2, weight=math.nan), "--expand-weight"),
                              (ExpansionOptions(rounds=2, source="bm25"), "--expand-from must be one of"),
                              (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
+                             (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
@@ -100,9 +133,12 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
         with pytest.raises(CorefSearchError, match=message):
             options.validate(has_reader=False)
     options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path,
-                               min_similarity=0.8)
-    assert ExpansionOptions.from_metadata(json.loads(json.dumps(options.describe(False)))) == \
-        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8)
+                               min_similarity=0.8, reciprocal=3)
+    recorded = json.loads(json.dumps(options.describe(False)))
+    assert ExpansionOptions.from_metadata(recorded) == \
+        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3)
+    del recorded["reciprocal"]  # a run written before the test existed
+    assert ExpansionOptions.from_metadata(recorded).reciprocal == 0
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0

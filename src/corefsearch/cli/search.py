@@ -21,6 +21,7 @@ from corefsearch.cli.options import (
     ExpandFromOption,
     ExpandMinSimilarityOption,
     ExpandOption,
+    ExpandReciprocalOption,
     ExpandWeightOption,
     FieldsOption,
     FusionOption,
@@ -88,6 +89,7 @@ def search_command(
     expand_weight: ExpandWeightOption = None,
     expand_from: ExpandFromOption = None,
     expand_min_similarity: ExpandMinSimilarityOption = None,
+    expand_reciprocal: ExpandReciprocalOption = None,
     mention_encoder: MentionEncoderOption = None,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out).
@@ -101,8 +103,8 @@ def search_command(
         summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
                                 reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given,
                                 expansion=expansion_options(rounds, expand, expand_weight, expand_from,
-                                                            mention_encoder,
-                                                            min_similarity=expand_min_similarity))
+                                                            mention_encoder, min_similarity=expand_min_similarity,
+                                                            reciprocal=expand_reciprocal))
     print_search_summary(summary, console)
 
 
@@ -144,6 +146,7 @@ def query_command(
     expand_weight: ExpandWeightOption = None,
     expand_from: ExpandFromOption = None,
     expand_min_similarity: ExpandMinSimilarityOption = None,
+    expand_reciprocal: ExpandReciprocalOption = None,
     mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --expand-from encoder.")] = None,
     cluster: Annotated[bool, typer.Option(
@@ -165,7 +168,8 @@ def query_command(
                              retrieval=setup.retrieval, reader=setup.reader, dataset=dataset, qid=qid,
                              expansion=expansion_options(rounds, expand, expand_weight, expand_from, mention_encoder,
                                                          encoder_alone=True,
-                                                         min_similarity=expand_min_similarity), cluster=cluster)
+                                                         min_similarity=expand_min_similarity,
+                                                         reciprocal=expand_reciprocal), cluster=cluster)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -215,6 +219,7 @@ def serve_command(
     expand_weight: ExpandWeightOption = None,
     expand_from: ExpandFromOption = None,
     expand_min_similarity: ExpandMinSimilarityOption = None,
+    expand_reciprocal: ExpandReciprocalOption = None,
     mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster "
              "view) and of --rounds 2 --expand-from encoder.")] = None,
@@ -240,7 +245,8 @@ def serve_command(
                                    dataset=dataset, retrievers=names,
                                    expansion=expansion_options(rounds, expand, expand_weight, expand_from,
                                                                mention_encoder, encoder_alone=True,
-                                                               min_similarity=expand_min_similarity))
+                                                               min_similarity=expand_min_similarity,
+                                                               reciprocal=expand_reciprocal))
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
         err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
                           f"{', '.join(engine.retrievers)}", markup=False, highlight=False)
