@@ -166,7 +166,9 @@ def encoder_input(tokenizer: Any, record: MentionRecord, max_length: int = MAX_L
     marked = f"{left} {ENTITY_START} {record.text} {ENTITY_END} {right}"
     e_char = len(left) + 1
     ee_char = e_char + len(ENTITY_START) + 1 + len(record.text) + 1
-    encoded = tokenizer(marked, add_special_tokens=False, return_offsets_mapping=True)
+    # A long sentence (a WEC paragraph) is cut around the mention below, so the tokenizer's warning about a
+    # sequence longer than the model's positions does not apply.
+    encoded = tokenizer(marked, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     ids: list[int] = encoded["input_ids"]
     offsets = encoded["offset_mapping"]
     e_pos = next((i for i, (s, _) in enumerate(offsets) if s == e_char and ids[i] == start_id), None)
