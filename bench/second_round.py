@@ -104,7 +104,7 @@ def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: i
 
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
-           k: int, qrels: Path, gate: float = -1.0, depth: int = 0) -> dict[str, float]:
+           k: int, qrels: Path, gate: float = -1.0, depth: int = 0, share: str = "kept") -> dict[str, float]:
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
@@ -115,7 +115,10 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
         mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate
                 and reciprocal(query, x, found, depth)]
         lists = [expansion_list(x, found[x.id]) for x in mine]
-        ranked = fuse_rounds(hits, lists, weight, k, query.passage_id) if n and mine else hits
+        # share "kept": the second round weighs w whatever the number of expansions kept; "n": each kept
+        # expansion weighs w / N, so the round weighs w only when all N passages gave one.
+        scaled = weight if share == "kept" else weight * len(lists) / n if n else 0.0
+        ranked = fuse_rounds(hits, lists, scaled, k, query.passage_id) if n and mine else hits
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
     aggregate = evaluate_run(run, read_qrels(qrels)).aggregate
     return {m: 100 * float(aggregate[m]) for m in METRICS}
@@ -200,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reciprocal", default="0",
                         help="depths R: an expansion counts only when its own search ranks the query's passage in its "
                              "top R (0: no such test)")
+    parser.add_argument("--shares", default="kept",
+                        help="kept (the second round weighs w) | n (each kept expansion weighs w / N), comma-separated")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -246,31 +251,33 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"| {'none' if g == -1 else g} | {r or 'off'} | {len(passing):,} | {share:.1f}% |")
             print()
     grid_r = [int(x) for x in args.reciprocal.split(",")]
-    print("| N | w | gate | R | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: | ---: |"
+    grid_s = args.shares.split(",")
+    print("| N | w | gate | R | share | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: | ---: | --- |"
           + " ---: |" * len(METRICS))
-    print("| first round | | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
-    best = (base["MRR@10"], 0, 0.0, -1.0, 0)
+    print("| first round | | | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
+    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept")
     for n in grid_n:
         for w in grid_w:
             for g in grid_g:
                 for r in grid_r:
-                    row = scores(first, expansions, found, n, w, args.k, qrels, g, r)
-                    print(f"| {n} | {w:g} | {g:g} | {r} | " + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |",
-                          flush=True)
-                    if row["MRR@10"] > best[0]:
-                        best = (row["MRR@10"], n, w, g, r)
-    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, R {best[4]} (MRR@10 {best[0]:.2f}; N = 0 is "
-          "the first round).")
+                    for share in grid_s:
+                        row = scores(first, expansions, found, n, w, args.k, qrels, g, r, share)
+                        print(f"| {n} | {w:g} | {g:g} | {r} | {share} | "
+                              + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
+                        if row["MRR@10"] > best[0]:
+                            best = (row["MRR@10"], n, w, g, r, share)
+    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, R {best[4]}, share {best[5]} (MRR@10 "
+          f"{best[0]:.2f}; N = 0 is the first round).")
     if args.test:
         first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
                                                   max(best[1], 1), args.device, None)
         qrels = args.dataset / "qrels" / "test.txt"
         one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
-        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4])
+        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5])
         print(f"\nTest, once ({len(first):,} queries), ×100:\n")
         print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
         print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
-        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, R {best[4]}) | "
+        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, R {best[4]}, share {best[5]}) | "
               + " | ".join(f"{two[m]:.2f}" for m in METRICS) + " |")
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")

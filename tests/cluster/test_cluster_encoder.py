@@ -320,6 +320,11 @@ def test_batch_contrastive_loss_is_the_mean_of_coreferent_pairs_plus_the_mean_of
     # No coreferent pair: the others' mean alone.
     assert float(batch_contrastive_loss(vectors, ["a", "b", "c"], 0.5)) == pytest.approx(
         (0.5 - distances[0, 1]) ** 2 / 3 + (0.5 - distances[1, 2]) ** 2 / 3, abs=1e-6)
+    # One mention (a topic with a single train mention): zero, and a step over it does not fail.
+    alone = torch.tensor([[1.0, 0.0]], requires_grad=True)
+    loss = batch_contrastive_loss(alone, ["a"], 0.5)
+    loss.backward()
+    assert float(loss) == 0.0 and alone.grad is not None and not bool(alone.grad.any())
 
 
 def test_topic_batch_objective_trains_on_every_pair_of_a_topics_batch(tiny_base: Path, dataset: Path,

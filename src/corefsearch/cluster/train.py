@@ -357,7 +357,8 @@ def hard_topic_batches(records: Sequence[MentionRecord], vectors: np.ndarray, si
 
 def batch_contrastive_loss(vectors: torch.Tensor, cluster_ids: Sequence[str], margin: float) -> torch.Tensor:
     """The contrastive loss over every pair of a batch's mention ``vectors``: the mean over the coreferent
-    pairs plus the mean over the others (either mean left out when the batch has no such pair)."""
+    pairs plus the mean over the others (either mean left out when the batch has no such pair; zero, with a
+    gradient of zero, for a batch of one mention)."""
     import torch
 
     n = len(cluster_ids)
@@ -366,7 +367,9 @@ def batch_contrastive_loss(vectors: torch.Tensor, cluster_ids: Sequence[str], ma
     ids = torch.tensor([codes[c] for c in cluster_ids], device=vectors.device)
     labels = (ids[first] == ids[second]).long()
     losses = contrastive_loss(vectors[first], vectors[second], labels, margin, reduction="none")
-    total = losses.new_zeros(())
+    # Zero, but on the graph: a batch without pairs (a topic with one train mention, as when a train cluster
+    # of MEANTIME entities has a mention in a dev document) has nothing to learn and must not stop the run.
+    total = vectors.sum() * 0.0
     for label in (1, 0):
         chosen = labels == label
         if bool(chosen.any()):
