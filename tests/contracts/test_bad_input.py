@@ -82,8 +82,8 @@ def test_message_with_square_brackets_is_printed_as_it_is(news_corpus: Any, tmp_
 
 
 def test_unknown_format_and_missing_input(news_corpus: Any, tmp_path: Path) -> None:
-    message = fails("build-dataset", news_corpus.folder, "--format", "conll", "--out", tmp_path / "ds")
-    assert "--format must be one of ecbplus, wec, coresearch, generic" in message
+    message = fails("build-dataset", news_corpus.folder, "--format", "brat", "--out", tmp_path / "ds")
+    assert "--format must be one of ecbplus, wec, coresearch, generic, cdcr-json, conll" in message
     message = fails("build-dataset", tmp_path / "nowhere", "--format", "generic", "--out", tmp_path / "ds")
     assert "no such file or folder" in message
     assert "--split-ratios takes comma-separated numbers" in fails(
