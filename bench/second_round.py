@@ -17,8 +17,14 @@ the hybrid by RRF as ``search --rerank-fusion rrf`` does, and its second round f
 has the per-query cluster B³ F1 of its top 10 (``evaluate --cluster-k 10``): the reader's spans,
 or the encoder's nearest mention in each passage for the encoder's row.
 
+The grid also spans ``--gates`` (the encoder's cosine gate), ``--reciprocal`` (the reciprocal test's
+depths R, 0 = off: an expansion counts only when its own search ranks the query's passage in its top
+R, as ``--expand-reciprocal`` does) and ``--shares`` (``kept``: the second round weighs w, shared
+among the expansions kept, as the CLI does; ``n``: each kept expansion weighs w / N).
+
 Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder M [--k 100]
-[--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--test]``.
+[--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--gates 0.8,0.9] [--reciprocal 0,10] [--shares kept,n]
+[--test]``.
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 
 @dataclass
 class ExpansionOptions:
-    """``--rounds``, ``--expand N``, ``--expand-weight W``, ``--expand-from reader|encoder`` and
-    ``--mention-encoder DIR`` (for ``encoder``)."""
+    """``--rounds``, ``--expand N``, ``--expand-weight W``, ``--expand-from reader|encoder``,
+    ``--mention-encoder DIR`` (for ``encoder``), ``--expand-min-similarity`` and ``--expand-reciprocal R``."""
 
     rounds: int = 1
     expand: int = DEFAULT_EXPAND
