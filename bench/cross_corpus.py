@@ -14,10 +14,13 @@ indexes it (Lucene with fields, and dense with each retriever), and scores on th
 first with the ECB+-trained models (``--retriever``, ``--clusterer``), then, for a corpus with
 train and dev queries (``--train-own``), with the same recipes trained on its own train split:
 the retriever with the options recorded in ``--retriever``'s ``training_args.json``, the clusterer
-with ``--clusterer``'s. Every step writes into ``--work`` and is skipped when its output is there,
-so an interrupted run resumes. All through the CLI (``python -m corefsearch``), as a user runs it.
+with ``--clusterer``'s. ``--entity-clusterer`` (an ECB+ entity clusterer) clusters the entity
+corpora's mentions in the ECB+ rows instead of ``--clusterer``. Every step writes into ``--work``
+and is skipped when its output is there, so an interrupted run resumes. All through the CLI
+(``python -m corefsearch``), as a user runs it.
 
-Run: ``python bench/cross_corpus.py --work W --retriever R --clusterer C [--train-own] [--results F]``.
+Run: ``python bench/cross_corpus.py --work W --retriever R --clusterer C [--entity-clusterer E]
+[--train-own] [--results F]``.
 """
 
 from __future__ import annotations
@@ -213,6 +216,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--retriever", type=Path, required=True, help="ECB+-trained retriever folder")
     parser.add_argument("--clusterer", type=Path, required=True, help="ECB+-trained mention encoder folder")
+    parser.add_argument("--entity-clusterer", type=Path, default=None,
+                        help="ECB+-trained mention encoder for the entity corpora (default: --clusterer)")
     parser.add_argument("--corpus", action="append", default=[],
                         help="NAME=FORMAT:PATH[:TYPE] (TYPE: event | entity), repeatable: a corpus of yours")
     parser.add_argument("--only", default="", help="comma-separated corpus names to run (default: all)")
@@ -242,7 +247,11 @@ def main() -> None:
         entry: dict[str, Any] = {"queries": queries_of(dataset, "test"),
                                  "scope": "topics" if has_topics(cluster_dataset) else "whole split"}
         entry["retrieval"] = retrieval(args.work, dataset, folder, args.k)
-        entry["clustering"] = clustering(args.work, cluster_dataset, args.clusterer, "ecb")
+        entities = "entity" in source[2]
+        ecb_clusterer = args.entity_clusterer if entities and args.entity_clusterer else args.clusterer
+        entry["clusterer"] = str(ecb_clusterer)
+        entry["clustering"] = clustering(args.work, cluster_dataset, ecb_clusterer,
+                                         "ecb-entities" if ecb_clusterer != args.clusterer else "ecb")
         if name == "ECB+ events":  # its own models are the ECB+ models
             entry["retrieval_own"] = {run: entry["retrieval"][run] for run in OWN_RUNS}
             entry["clustering_own"] = {"encoder": entry["clustering"]["encoder"]}
