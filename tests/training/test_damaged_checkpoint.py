@@ -12,6 +12,7 @@ step (epoch 2): its folder holds
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -117,7 +118,8 @@ def first_weight_name(state: dict[str, Any]) -> str:
 
 DAMAGES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     # name: (file, damage, what the message says about it)
-    "garbage": ("checkpoint.pt", lambda path: path.write_bytes(os.urandom(4096)),
+    # Seeded bytes, not os.urandom: random bytes now and then unpickle far enough to fail otherwise.
+    "garbage": ("checkpoint.pt", lambda path: path.write_bytes(random.Random(7).randbytes(4096)),
                 "not a checkpoint of this training (refused by torch's safe loader"),
     "truncated": ("checkpoint.pt", lambda path: path.write_bytes(path.read_bytes()[:path.stat().st_size // 2]),
                   "not a checkpoint of this training (RuntimeError: PytorchStreamReader failed reading zip archive"),
@@ -141,7 +143,7 @@ DAMAGES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "progress-beyond-the-run": (
         "checkpoint.pt", edited_checkpoint(lambda state: state["progress"].update(global_step=500)),
         "does not fit this run (progress: epoch 2, step 500 lie outside this run (2 epoch(s) of 6 steps, 12 in all))"),
-    "best-weights-garbage": ("best.pt", lambda path: path.write_bytes(b"PK\x03\x04" + os.urandom(100)),
+    "best-weights-garbage": ("best.pt", lambda path: path.write_bytes(b"PK\x03\x04" + random.Random(8).randbytes(100)),
                              "not a checkpoint of this training"),
     "run-record-not-utf8": ("run.json", lambda path: path.write_bytes(b"\xff\xfe{\x00"), "not JSON ("),
     "run-record-not-an-object": ("run.json", lambda path: path.write_text("[1, 2]\n"),
@@ -176,7 +178,7 @@ def test_an_unsafe_pickle_in_the_checkpoint_is_refused_unrun(resumable: Path, ti
 def test_overwrite_discards_a_damaged_checkpoint_and_trains_from_the_beginning(
         resumable: Path, tiny_base: Path, tiny_dataset: Path) -> None:
     work = work_dir_for(resumable)
-    (work / "checkpoint.pt").write_bytes(os.urandom(4096))
+    (work / "checkpoint.pt").write_bytes(random.Random(7).randbytes(4096))
     result = train(tiny_dataset, tiny_base, resumable, "--overwrite")
     assert result.exit_code == 0, result.output
     assert f"Discarding the checkpoint of the interrupted run in {work}" in result.stderr
