@@ -11,7 +11,8 @@ indexes it (Lucene with fields, and dense with each retriever), and scores on th
   lemma, and the mention encoder with its own τ and β (within the corpus's topics when it has
   them, else over the whole split);
 
-first with the ECB+-trained models (``--retriever``, ``--clusterer``), then, for a corpus with
+first with the ECB+-trained models (``--retriever``, ``--clusterer``, and ``--reader``: the hybrid's
+top 50 re-ranked by it and fused with the hybrid by RRF), then, for a corpus with
 train and dev queries (``--train-own``), with the same recipes trained on its own train split:
 the retriever with the options recorded in ``--retriever``'s ``training_args.json``, the clusterer
 with ``--clusterer``'s. ``--entity-clusterer`` (an ECB+ entity clusterer) clusters the entity
@@ -19,8 +20,8 @@ corpora's mentions in the ECB+ rows instead of ``--clusterer``. Every step write
 and is skipped when its output is there, so an interrupted run resumes. All through the CLI
 (``python -m corefsearch``), as a user runs it.
 
-Run: ``python bench/cross_corpus.py --work W --retriever R --clusterer C [--entity-clusterer E]
-[--train-own] [--results F]``.
+Run: ``python bench/cross_corpus.py --work W --retriever R --clusterer C [--reader READER]
+[--entity-clusterer E] [--train-own] [--results F]``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ RUNS = {  # name -> search options (the index and queries are added)
     "hybrid (dense + BM25 fields, α 0.5)": ["--retriever", "hybrid", "--query-format", "sentence",
                                             "--fields", FIELDS, "--fusion", "interpolate", "--alpha", "0.5"],
 }
-OWN_RUNS = ("dense", "hybrid (dense + BM25 fields, α 0.5)")  # the runs that use the trained retriever
+HYBRID = "hybrid (dense + BM25 fields, α 0.5)"
+OWN_RUNS = ("dense", HYBRID)  # the runs that use the trained retriever
 DEFAULT_CORPORA = {
     # name: (format, path, build options)
     "ECB+ events": ("ecbplus", DATA / "ecbplus" / "ECBplus.tar.gz", ["--mention-type", "event"]),
@@ -105,10 +107,19 @@ def index(work: Path, dataset: Path, folder: Path, retriever: Path) -> Path:
     return folder
 
 
-def retrieval(work: Path, dataset: Path, folder: Path, k: int) -> dict[str, dict[str, float]]:
+READER_RUN = "hybrid + reader, RRF"
+
+
+def retrieval(work: Path, dataset: Path, folder: Path, k: int,
+              reader: Path | None = None) -> dict[str, dict[str, float]]:
     scores = {}
-    for run_name, options in RUNS.items():
-        run = folder.parent / f"runs-{folder.name}" / f"{slug(run_name)}.trec"
+    runs = dict(RUNS)
+    if reader is not None:  # the reader re-ranks the hybrid's top 50, fused with it by RRF
+        runs[READER_RUN] = [*RUNS[HYBRID], "--reader", str(reader), "--rerank-k", "50", "--rerank-fusion", "rrf"]
+    for run_name, options in runs.items():
+        # The reader's run is named after the reader too, so that another reader is not read from the cache.
+        name = slug(run_name) + (f"-{slug(str(reader))}" if run_name == READER_RUN and reader is not None else "")
+        run = folder.parent / f"runs-{folder.name}" / f"{name}.trec"
         run.parent.mkdir(parents=True, exist_ok=True)
         if not run.exists():
             cli("search", "--index", str(folder), "--queries", str(dataset / "queries" / "test.jsonl"), "--out",
@@ -180,6 +191,8 @@ def table(results: dict[str, Any], k: int) -> str:
     lines.append("| run | " + " | ".join(f"{c} ({results[c]['queries']:,} q)" for c in corpora) + " |")
     lines.append("| --- |" + " ---: |" * len(corpora))
     rows = [(f"{run} (ECB+ retriever)" if run in OWN_RUNS else run, "retrieval", run) for run in RUNS]
+    if any(READER_RUN in results[c]["retrieval"] for c in corpora):
+        rows.append((f"{READER_RUN} (ECB+ retriever and reader)", "retrieval", READER_RUN))
     rows += [(f"{run} (own retriever)", "retrieval_own", run) for run in OWN_RUNS]
     for label, key, run in rows:
         cells = []
@@ -203,7 +216,7 @@ def table(results: dict[str, Any], k: int) -> str:
     for corpus in corpora:
         retrieval_scores = results[corpus]["retrieval"]
         best_bm25 = max(retrieval_scores[run]["MRR@10"] for run in list(RUNS)[:2])
-        hybrid = retrieval_scores["hybrid (dense + BM25 fields, α 0.5)"]["MRR@10"]
+        hybrid = retrieval_scores[HYBRID]["MRR@10"]
         clusters = results[corpus]["clustering"]
         lines.append(f"- {corpus}: hybrid {hybrid:.2f} vs best BM25 {best_bm25:.2f} "
                      f"({'met' if hybrid >= best_bm25 else 'missed'}); encoder {clusters['encoder']:.2f} vs lemma "
@@ -216,6 +229,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--retriever", type=Path, required=True, help="ECB+-trained retriever folder")
     parser.add_argument("--clusterer", type=Path, required=True, help="ECB+-trained mention encoder folder")
+    parser.add_argument("--reader", type=Path, default=None,
+                        help="ECB+-trained reader folder: adds the hybrid re-ranked by it (top 50, RRF)")
     parser.add_argument("--entity-clusterer", type=Path, default=None,
                         help="ECB+-trained mention encoder for the entity corpora (default: --clusterer)")
     parser.add_argument("--corpus", action="append", default=[],
@@ -246,7 +261,7 @@ def main() -> None:
         folder = index(args.work, dataset, args.work / slug(name) / "index-ecb", args.retriever)
         entry: dict[str, Any] = {"queries": queries_of(dataset, "test"),
                                  "scope": "topics" if has_topics(cluster_dataset) else "whole split"}
-        entry["retrieval"] = retrieval(args.work, dataset, folder, args.k)
+        entry["retrieval"] = retrieval(args.work, dataset, folder, args.k, args.reader)
         entities = "entity" in source[2]
         ecb_clusterer = args.entity_clusterer if entities and args.entity_clusterer else args.clusterer
         entry["clusterer"] = str(ecb_clusterer)
