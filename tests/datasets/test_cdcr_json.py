@@ -109,7 +109,7 @@ def test_mention_type_picks_the_files_read(tmp_path: Path) -> None:
     (lambda f: (f / "train_text.txt").write_text("d1\t0\t1\tA\nd1\t0\t0\tB\n", encoding="utf-8"),
      "train_text.txt:2: token id 0 of document d1 is out of order"),
     (lambda f: (f / "train_text.txt").write_text("d1\t0\tx\tA\n", encoding="utf-8"),
-     "train_text.txt:1: token id must be an integer"),
+     "train_text.txt:1: token id must be a non-negative integer"),
     (lambda f: (f / "train_text.txt").write_text("d1\t0\t0\tA\nd2\t0\t0\tB\nd1\t1\t1\tC\n", encoding="utf-8"),
      "train_text.txt:3: document d1 comes back"),
     (lambda f: (f / "train_text.txt").write_text("d1\t0\t0\tA\nd1\t1\t1\tB\nd1\t0\t2\tC\n", encoding="utf-8"),

@@ -106,7 +106,7 @@ def test_a_folder_is_read_file_by_file_and_split_by_file_names(tmp_path: Path) -
     ("#begin document x\nd 0 0 a (4\nd 0 1 b -\n#end document\n", r"x.conll:2: the bracket \(4 never closes"),
     ("#begin document x\nd 0 0 a 4)\n#end document\n", "x.conll:2: 4\\) closes chain 4, which has no open bracket"),
     ("#begin document x\nd 0 1 a -\nd 0 0 b -\n#end document\n", "x.conll:3: token number 0 is out of order"),
-    ("#begin document x\nd 0 zero a -\n#end document\n", "x.conll:2: the token number .* must be an integer"),
+    ("#begin document x\nd 0 zero a -\n#end document\n", "x.conll:2: the token number .* must be a non-negative"),
     ("#begin document x\nd 0 0 a (4|(\n#end document\n", "x.conll:2: coreference column '\\(4\\|\\(': '\\(' is not"),
     ("#begin document x\nd 0 0 a ((4)\n#end document\n", "x.conll:2: coreference column"),
     ("#begin document x\nd 0 0 a\n#end document\n", "x.conll:2: expected at least 5 columns"),

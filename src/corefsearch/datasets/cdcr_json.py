@@ -100,8 +100,8 @@ def _read_text(path: Path, split: str) -> dict[str, _TextDocument]:
                                                     columns[3].strip())
             if not doc_id:
                 raise InputError(f"{path}:{number}: empty doc_id")
-            if not re.fullmatch(r"-?\d+", token_id):
-                raise InputError(f"{path}:{number}: token id must be an integer, got {token_id!r}")
+            if not re.fullmatch(r"\d+", token_id):
+                raise InputError(f"{path}:{number}: token id must be a non-negative integer, got {token_id!r}")
             if not sentence_id:
                 raise InputError(f"{path}:{number}: empty sentence id")
             if not token:

@@ -158,8 +158,8 @@ def _read_file(path: Path) -> list[_Block]:
                                  f"sentence, token number, token, …, coreference), got {len(columns)}")
             doc_name, second, token_number, token, coreference = (columns[0], columns[1], columns[2], columns[3],
                                                                   columns[-1])
-            if not re.fullmatch(r"-?\d+", token_number):
-                raise InputError(f"{path}:{number}: the token number (third column) must be an integer, "
+            if not re.fullmatch(r"\d+", token_number):
+                raise InputError(f"{path}:{number}: the token number (third column) must be a non-negative integer, "
                                  f"got {token_number!r}")
             document = block.documents.get(doc_name)
             if document is None:
