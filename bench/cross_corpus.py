@@ -211,6 +211,9 @@ def table(results: dict[str, Any], k: int) -> str:
             value = results[corpus].get(key, {}).get(method)
             cells.append("–" if value is None else f"{value:.2f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- {corpus}: the ECB+ clusterer is {results[corpus]['clusterer']}" for corpus in corpora
+              if "clusterer" in results[corpus]]
     lines += ["", f"k = {k}. Aims: the hybrid never below the better BM25 row on any corpus; the clusterer never "
               "below lemma."]
     for corpus in corpora:
