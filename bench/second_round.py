@@ -105,8 +105,11 @@ CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's g
 
 
 def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: int) -> bool:
-    """The expansion's own search finds the query's passage in its top ``depth`` (0: no such test)."""
-    return depth == 0 or any(h.passage_id == query.passage_id for h in found[expansion.id][:depth])
+    """The expansion's own search finds the query's passage in its top ``depth`` (0: no such test): the
+    library's test (``corefsearch.expansion.finds_again``) on the cached hits."""
+    from corefsearch.expansion import finds_again
+
+    return finds_again(query, found[expansion.id], depth)
 
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
@@ -142,7 +145,7 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     from corefsearch.datasets.dataset import Dataset, read_queries
     from corefsearch.evaluate.query_clusters import score_query_clusters
     from corefsearch.evaluate.spans import read_spans
-    from corefsearch.expansion import EncoderExpansion, expansion_list, from_spans, fuse_rounds
+    from corefsearch.expansion import EncoderExpansion, expansion_list, finds_again, from_spans, fuse_rounds
     from corefsearch.io.trec import read_qrels, read_run
     from corefsearch.schema import Hit, SpanRecord
 
@@ -186,8 +189,7 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
         for depth in depths:
             ranking = {}
             for q, hits in first:
-                kept = [x for x in expansions[q.id] if depth == 0 or any(
-                    h.passage_id == q.passage_id for h in searched[source, x.id][:depth])]
+                kept = [x for x in expansions[q.id] if finds_again(q, searched[source, x.id], depth)]
                 ranking[q.id] = fuse_rounds(hits, [expansion_list(x, searched[source, x.id]) for x in kept], weight,
                                             k, q.passage_id) if kept else hits
             label = f"+ second round from the {source}'s mentions (N {n}, w {weight:g}" + (
