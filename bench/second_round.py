@@ -20,17 +20,27 @@ or the encoder's nearest mention in each passage for the encoder's row.
 The grid also spans ``--gates`` (the encoder's cosine gate), ``--reciprocal`` (the reciprocal test's
 depths R, 0 = off: an expansion counts only when its own search ranks the query's passage in its top
 R, as ``--expand-reciprocal`` does) and ``--shares`` (``kept``: the second round weighs w, shared
-among the expansions kept, as the CLI does; ``n``: each kept expansion weighs w / N).
+among the expansions kept, as the CLI does; ``n``: each kept expansion weighs w / N) and ``--margins`` (the
+margin test of ``--expand-margin``: an encoder's mention counts only when its cosine to the query mention
+exceeds by the margin the highest of any mention in the first round's passages ranked 21st to 100th).
+
+``--first-run RUN`` starts from a run of ``--split`` rather than the hybrid (e.g. ``search --reader
+--rerank-fusion rrf``, the best single round), with ``--spans RUN.spans.jsonl`` for the reader's spans (their
+gate, ``--gates``, is then on the reader's span score); ``--test-first-run`` is the same for ``--test``.
+``--write-runs FOLDER`` writes the fused runs of dev's choice (``dev.trec``, ``test.trec``), e.g. for a
+reader to re-rank after the second round (bench/rerank_run.py).
 
 Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder M [--k 100]
 [--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--gates 0.8,0.9] [--reciprocal 0,10] [--shares kept,n]
-[--test]``.
+[--margins none,0,0.02] [--first-run RUN [--spans RUN.spans.jsonl]] [--write-runs FOLDER] [--test
+[--test-first-run RUN]]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -57,18 +67,27 @@ def hybrid_setup(device: str) -> Any:
 
 
 def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max: int, device: str,
-           spans: Path | None) -> tuple[list[Any], dict[str, list[Any]], dict[str, list[Any]], float, float]:
-    """The first round, each query's expansion queries (largest N), their hits; seconds of each round."""
+           spans: Path | None, first_run: Path | None = None
+           ) -> tuple[list[Any], dict[str, list[Any]], dict[str, list[Any]], float, float]:
+    """The first round (the hybrid's, or ``first_run``'s: e.g. ``search --reader --rerank-fusion rrf``), each
+    query's expansion queries (largest N), their hits; seconds of each round."""
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.expansion import EncoderExpansion, from_spans
     from corefsearch.retriever import open_retriever
+    from corefsearch.schema import Hit
 
     setup = hybrid_setup(device)
     retriever = open_retriever(index, setup.bm25, setup.retrieval)
     queries = read_queries(dataset / "queries" / f"{split}.jsonl")
     log(f"{split}: first round, {len(queries):,} queries")
     began = time.perf_counter()
-    first = list(retriever.search(queries, k))
+    if first_run is not None:
+        from corefsearch.io.trec import read_run
+
+        ran = read_run(first_run)
+        first = [(q, [Hit(p, s) for p, s in sorted(ran[q.id].items(), key=lambda x: -x[1])][:k]) for q in queries]
+    else:
+        first = list(retriever.search(queries, k))
     first_seconds = time.perf_counter() - began
     if spans is not None:
         from corefsearch.evaluate.spans import read_spans
@@ -76,20 +95,26 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
         marked: dict[str, dict[str, tuple[int, int]]] = {}
         for span in read_spans(spans):
             marked.setdefault(span.qid, {})[span.passage_id] = (span.start, span.end)
+            SPAN_SCORE[f"{span.qid}>{span.passage_id}"] = span.score
         texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n_max]}
         expansions = {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n_max) for q, hits in first}
+        for q, _ in first:
+            for x in expansions[q.id]:
+                SIMILARITY[x.id] = SPAN_SCORE[x.id]  # the gate of the reader's spans is on its span score
+                CORRECT[x.id] = q.cluster_id in gold_clusters(dataset, x)
     else:
-        from corefsearch.expansion import expansion_query
+        from corefsearch.expansion import BACKGROUND_FROM, expansion_query
 
         expander = EncoderExpansion.load(encoder, dataset, device)
         chosen = expander.nearest([(q, [h.passage_id for h in hits[:n_max]]) for q, hits in first])
+        floor = expander.background([(q, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for q, hits in first])
         expansions = {}
         for q, _ in first:
-            own = expander._query_vector(q)
             expansions[q.id] = []
             for pid, r in chosen[q.id].items():
                 x = expansion_query(q, pid, r.sentence, r.start, r.end)
-                SIMILARITY[x.id] = float(own @ expander.vectors[r.mention_id])
+                SIMILARITY[x.id] = expander.similarity(q, r)
+                MARGIN[x.id] = SIMILARITY[x.id] - floor[q.id] if floor[q.id] is not None else float("inf")
                 CORRECT[x.id] = r.cluster_id == q.cluster_id
                 expansions[q.id].append(x)
     flat = [x for q, _ in first for x in expansions[q.id]]
@@ -101,7 +126,23 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
 
 
 SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
+SPAN_SCORE: dict[str, float] = {}  # expansion id -> the reader's score of its span
+MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.expansion)
 CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
+
+
+GOLD: dict[str, list[Any]] = {}  # passage id -> the dataset's mention records in it
+
+
+def gold_clusters(dataset: Path, expansion: Any) -> set[str]:
+    """The clusters of the dataset mentions an expansion's marked span overlaps (in its passage)."""
+    if not GOLD:
+        from corefsearch.cluster.inputs import dataset_mention_records
+
+        for record in dataset_mention_records(dataset).values():
+            GOLD.setdefault(record.passage_id, []).append(record)
+    return {r.cluster_id for r in GOLD.get(expansion.passage_id, ())
+            if r.start < expansion.end and expansion.start < r.end}
 
 
 def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: int) -> bool:
@@ -113,7 +154,9 @@ def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: i
 
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
-           k: int, qrels: Path, gate: float = -1.0, depth: int = 0, share: str = "kept") -> dict[str, float]:
+           k: int, qrels: Path, gate: float = -1.0, depth: int = 0, share: str = "kept",
+           margin: float | None = None, write: Path | None = None) -> dict[str, float]:
+    """The scores of one setting (``write``: also write its fused run, TREC, for a reader to re-rank)."""
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
@@ -122,13 +165,18 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
     for query, hits in first:
         top = {h.passage_id for h in hits[:n]}  # the top N passages' expansions, as the CLI takes them
         mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate
-                and reciprocal(query, x, found, depth)]
+                and (margin is None or MARGIN.get(x.id, math.inf) >= margin) and reciprocal(query, x, found, depth)]
         lists = [expansion_list(x, found[x.id]) for x in mine]
         # share "kept": the second round weighs w whatever the number of expansions kept; "n": each kept
         # expansion weighs w / N, so the round weighs w only when all N passages gave one.
         scaled = weight if share == "kept" else weight * len(lists) / n if n else 0.0
         ranked = fuse_rounds(hits, lists, scaled, k, query.passage_id) if n and mine else hits
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
+    if write is not None:
+        from corefsearch.io.trec import RunRow, write_run
+
+        write_run(write, [RunRow(qid, pid, rank, score, "round2") for qid, ranked in run.items()
+                          for rank, (pid, score) in enumerate(ranked.items(), start=1)])
     aggregate = evaluate_run(run, read_qrels(qrels)).aggregate
     return {m: 100 * float(aggregate[m]) for m in METRICS}
 
@@ -204,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--mention-encoder", type=Path, required=True)
     parser.add_argument("--spans", type=Path, default=None, help="a reader's spans of the same first round")
+    parser.add_argument("--first-run", type=Path, default=None,
+                        help="the first round as a run of --split (e.g. search --reader --rerank-fusion rrf) rather "
+                             "than the hybrid; --spans may be its RUN.spans.jsonl")
+    parser.add_argument("--test-first-run", type=Path, default=None, help="--first-run of the test split (--test)")
+    parser.add_argument("--write-runs", type=Path, default=None,
+                        help="write the runs of dev's choice (FOLDER/dev.trec, and FOLDER/test.trec with --test)")
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--expand", default="1,2,3,5")
     parser.add_argument("--weights", default="0.25,0.5,1,2")
@@ -213,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                              "top R (0: no such test)")
     parser.add_argument("--shares", default="kept",
                         help="kept (the second round weighs w) | n (each kept expansion weighs w / N), comma-separated")
+    parser.add_argument("--margins", default="none",
+                        help="margins of the encoder's expansion mentions over the background (none: no such test)")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -232,13 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     grid_n = [int(x) for x in args.expand.split(",")]
     grid_w = [float(x) for x in args.weights.split(",")]
     first, expansions, found, s1, s2 = rounds(args.index, args.dataset, args.split, args.mention_encoder, args.k,
-                                              max(grid_n), args.device, args.spans)
+                                              max(grid_n), args.device, args.spans, args.first_run)
     qrels = args.dataset / "qrels" / f"{args.split}.txt"
     base = scores(first, expansions, found, 0, 0.0, args.k, qrels)
     print(f"{args.split}, {len(first):,} queries, ×100; first round {s1:.0f} s, the second round's "
           f"{len(found):,} queries {s2:.0f} s ({1000 * s2 / max(len(first), 1):.0f} ms per original query at "
           f"N = {max(grid_n)})\n")
     grid_g = [float(x) for x in args.gates.split(",")]
+    grid_r = [int(x) for x in args.reciprocal.split(",")]
     if CORRECT:
         print("Expansion mentions (the encoder's, top " + str(max(grid_n)) + " passages): how many pass each gate, "
               "and the share in the query's gold cluster\n\n| gate | expansions | in the query's cluster |\n"
@@ -248,7 +305,6 @@ def main(argv: list[str] | None = None) -> int:
             share = 100 * sum(CORRECT[x] for x in passing) / len(passing) if passing else 0.0
             print(f"| {'none' if g == -1 else g} | {len(passing):,} | {share:.1f}% |")
         print()
-        grid_r = [int(x) for x in args.reciprocal.split(",")]
         if grid_r != [0]:
             print("| gate | reciprocal R | expansions | in the query's cluster |\n| ---: | ---: | ---: | ---: |")
             for g in grid_g:
@@ -258,34 +314,55 @@ def main(argv: list[str] | None = None) -> int:
                     share = 100 * sum(CORRECT[x] for x in passing) / len(passing) if passing else 0.0
                     print(f"| {'none' if g == -1 else g} | {r or 'off'} | {len(passing):,} | {share:.1f}% |")
             print()
-    grid_r = [int(x) for x in args.reciprocal.split(",")]
     grid_s = args.shares.split(",")
-    print("| N | w | gate | R | share | " + " | ".join(METRICS) + " |\n| ---: | ---: | ---: | ---: | --- |"
-          + " ---: |" * len(METRICS))
-    print("| first round | | | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
-    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept")
+    grid_m = [None if x == "none" else float(x) for x in args.margins.split(",")]
+    if CORRECT and grid_m != [None]:
+        print("| gate | margin | reciprocal R | expansions | in the query's cluster |\n"
+              "| ---: | ---: | ---: | ---: | ---: |")
+        for g in grid_g:
+            for mg in grid_m:
+                for r in grid_r:
+                    passing = [x.id for q, _ in first for x in expansions[q.id]
+                               if SIMILARITY.get(x.id, 1.0) >= g and (mg is None or MARGIN[x.id] >= mg)
+                               and reciprocal(q, x, found, r)]
+                    share = 100 * sum(CORRECT[x] for x in passing) / len(passing) if passing else 0.0
+                    print(f"| {'none' if g == -1 else g} | {'off' if mg is None else mg} | {r or 'off'} | "
+                          f"{len(passing):,} | {share:.1f}% |")
+        print()
+    print("| N | w | gate | margin | R | share | " + " | ".join(METRICS)
+          + " |\n| ---: | ---: | ---: | ---: | ---: | --- |" + " ---: |" * len(METRICS))
+    print("| first round | | | | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
+    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept", None)
     for n in grid_n:
         for w in grid_w:
             for g in grid_g:
-                for r in grid_r:
-                    for share in grid_s:
-                        row = scores(first, expansions, found, n, w, args.k, qrels, g, r, share)
-                        print(f"| {n} | {w:g} | {g:g} | {r} | {share} | "
-                              + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
-                        if row["MRR@10"] > best[0]:
-                            best = (row["MRR@10"], n, w, g, r, share)
-    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, R {best[4]}, share {best[5]} (MRR@10 "
-          f"{best[0]:.2f}; N = 0 is the first round).")
+                for mg in grid_m:
+                    for r in grid_r:
+                        for share in grid_s:
+                            row = scores(first, expansions, found, n, w, args.k, qrels, g, r, share, mg)
+                            print(f"| {n} | {w:g} | {g:g} | {'off' if mg is None else mg} | {r} | {share} | "
+                                  + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
+                            if row["MRR@10"] > best[0]:
+                                best = (row["MRR@10"], n, w, g, r, share, mg)
+    print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, share "
+          f"{best[5]} (MRR@10 {best[0]:.2f}; N = 0 is the first round).")
+    if args.write_runs is not None:
+        args.write_runs.mkdir(parents=True, exist_ok=True)
+        scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
+               args.write_runs / f"{args.split}.trec")
     if args.test:
+        test_spans = Path(f"{args.test_first_run}.spans.jsonl") if args.spans and args.test_first_run else None
         first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
-                                                  max(best[1], 1), args.device, None)
+                                                  max(best[1], 1), args.device, test_spans, args.test_first_run)
         qrels = args.dataset / "qrels" / "test.txt"
         one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
-        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5])
+        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
+                     args.write_runs / "test.trec" if args.write_runs is not None else None)
         print(f"\nTest, once ({len(first):,} queries), ×100:\n")
         print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
         print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
-        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, R {best[4]}, share {best[5]}) | "
+        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, "
+              f"share {best[5]}) | "
               + " | ".join(f"{two[m]:.2f}" for m in METRICS) + " |")
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")

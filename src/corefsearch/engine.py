@@ -340,6 +340,8 @@ class SearchEngine:
 
                 warn_long_queries([query_string], ["--context"])
             depth = max(k, rerank_k)
+            if rounds == 2:
+                depth = replace(self.expansion, rounds=2).first_depth(depth, rerank_k > 0 and self.reader is not None)
             if query_string is not None:
                 hits = searcher.search_one(query, depth, query_string=query_string)  # type: ignore[call-arg]
             else:
@@ -413,7 +415,8 @@ class SearchEngine:
             texts = {pid: searcher.passage(pid)["text"] for pid in spans}
             expansions = from_spans(query, hits, spans, texts, n)
         else:
-            expansions = self._expansion_engine().expansions([(query, hits)], n, options.min_similarity)[query.id]
+            expansions = self._expansion_engine().expansions([(query, hits)], n, options.min_similarity,
+                                                             options.margin)[query.id]
         fused = second_round(searcher, [(query, hits)], {query.id: expansions}, options, depth)[0][1]
         record = {**options.describe(source == "reader"), "queries": [
             {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end} for x in expansions]}

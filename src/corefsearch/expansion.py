@@ -9,7 +9,12 @@ used as a query, reaches passages the first wording missed. So the second round:
    - ``reader``: the span the reader marked in it (``RUN.spans.jsonl``'s span);
    - ``encoder``: of the dataset's mentions in that passage, the one the mention encoder
      (``train clusterer``) puts nearest to the query mention, of the query's type. These are the
-     dataset's gold mention boundaries, as ``cluster`` uses; a passage without mentions gives none;
+     dataset's gold mention boundaries, as ``cluster`` uses; a passage without mentions gives none.
+     With ``--expand-margin δ``, a mention counts only when its cosine to the query mention exceeds
+     by δ the highest cosine of any mention in the first round's passages ranked 21st to 100th (the
+     background: mostly other events). A fixed cosine gate (``--expand-min-similarity``) means
+     something else on each corpus, as each runs its similarities higher or lower; the background
+     is the query's own and the collection's;
 3. searches again with each marked passage as a query of its own (the query format exactly: a
    passage with a marked mention), with the same retriever, leaving out the original query's passage;
 4. keeps an expansion only if its own search ranks the original query's passage in its top ``R``
@@ -46,6 +51,11 @@ DEFAULT_EXPAND = 5
 DEFAULT_WEIGHT = 4.0
 DEFAULT_MIN_SIMILARITY = 0.9
 DEFAULT_RECIPROCAL = 10
+DEFAULT_MARGIN: float | None = None
+# The margin test's background: the first round's passages ranked 21st to 100th, which mostly hold other
+# events; with the test on, the first round is searched at least this deep.
+BACKGROUND_FROM = 20
+BACKGROUND_DEPTH = 100
 RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 
 
@@ -63,6 +73,9 @@ class ExpansionOptions:
     min_similarity: float | None = DEFAULT_MIN_SIMILARITY
     # an expansion whose own search does not rank the query's passage in its top R is dropped (0: none is)
     reciprocal: int = DEFAULT_RECIPROCAL
+    # encoder source: an expansion mention must be this much more similar to the query's than any mention of the
+    # first round's background passages (ranks 21 to 100) is (None: no such test)
+    margin: float | None = DEFAULT_MARGIN
 
     @property
     def active(self) -> bool:
@@ -79,6 +92,8 @@ class ExpansionOptions:
             raise InputError(f"--expand-reciprocal must not be negative (0 turns the test off), got {self.reciprocal}")
         if self.min_similarity is not None and not -1 <= self.min_similarity <= 1:
             raise InputError(f"--expand-min-similarity is a cosine similarity in [-1, 1], got {self.min_similarity}")
+        if self.margin is not None and not -2 <= self.margin <= 2:
+            raise InputError(f"--expand-margin is a difference of cosine similarities, in [-2, 2], got {self.margin}")
         if self.source is not None and self.source not in EXPAND_SOURCES:
             raise InputError(f"--expand-from must be one of {', '.join(EXPAND_SOURCES)}, got {self.source!r}")
         if not self.active:
@@ -98,6 +113,12 @@ class ExpansionOptions:
     def source_for(self, has_reader: bool) -> str:
         return self.source or ("reader" if has_reader else "encoder")
 
+    def first_depth(self, k: int, has_reader: bool) -> int:
+        """How deep the first round is searched for a run of depth ``k``: to the margin test's background."""
+        if self.active and self.margin is not None and self.source_for(has_reader) == "encoder":
+            return max(k, BACKGROUND_DEPTH)
+        return k
+
     def describe(self, has_reader: bool) -> dict[str, Any]:
         """The run metadata's ``expansion``."""
         source = self.source_for(has_reader)
@@ -105,16 +126,19 @@ class ExpansionOptions:
                 "weights": {"first": 1.0, "second": self.weight}, "rrf_k": RRF_K,
                 "encoder": str(Path(self.encoder).resolve()) if source == "encoder" and self.encoder else None,
                 "min_similarity": self.min_similarity if source == "encoder" else None,
+                "margin": self.margin if source == "encoder" else None,
+                "background_ranks": [BACKGROUND_FROM + 1, BACKGROUND_DEPTH] if source == "encoder" else None,
                 "reciprocal": self.reciprocal}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
         """The options a run's metadata ``expansion`` records."""
-        similarity = record.get("min_similarity")
+        similarity, margin = record.get("min_similarity"), record.get("margin")
         return cls(rounds=int(record["rounds"]), expand=int(record["expand"]),
                    weight=float(record["weights"]["second"]), source=record["source"],
                    encoder=Path(record["encoder"]) if record.get("encoder") else None,
                    min_similarity=float(similarity) if similarity is not None else None,
+                   margin=float(margin) if margin is not None else None,  # None also in runs written before it
                    # runs written before the test existed had none
                    reciprocal=int(record.get("reciprocal", 0)))
 
@@ -201,11 +225,35 @@ class EncoderExpansion:
                         chosen[pid] = best
         return result
 
+    def similarity(self, query: Query, record: Any) -> float:
+        """The cosine of a dataset mention (a record :meth:`nearest` chose) to the query mention."""
+        self._encode({record.mention_id})
+        return float(self._query_vector(query) @ self.vectors[record.mention_id])
+
+    def background(self, items: Sequence[tuple[Query, Sequence[str]]]) -> dict[str, float | None]:
+        """``{query id: the highest cosine to the query mention of any mention of its type in these passages}``
+        (``None``: they hold none): how similar a mention of another event gets, for this query, in this
+        collection."""
+        chosen = self.nearest(items)
+        highest: dict[str, float | None] = {}
+        for query, _ in items:
+            own = self._query_vector(query)
+            values = [float(own @ self.vectors[r.mention_id]) for r in chosen[query.id].values()]
+            highest[query.id] = max(values) if values else None
+        return highest
+
     def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int,
-                   min_similarity: float | None = None) -> dict[str, list[Query]]:
+                   min_similarity: float | None = None, margin: float | None = None) -> dict[str, list[Query]]:
         """``{query id: expansion queries}`` of each ``(query, ranked hits)`` (``min_similarity``: see
-        :meth:`nearest`)."""
+        :meth:`nearest`). ``margin``: an expansion mention counts only when its cosine to the query mention
+        exceeds by ``margin`` the :meth:`background` of the hits from rank ``BACKGROUND_FROM + 1`` on (no test
+        when those hold no mention)."""
         chosen = self.nearest([(query, [h.passage_id for h in hits[:n]]) for query, hits in items], min_similarity)
+        if margin is not None:
+            floor = self.background([(query, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for query, hits in items])
+            chosen = {query.id: {pid: r for pid, r in chosen[query.id].items()
+                                 if floor[query.id] is None or self.similarity(query, r) - floor[query.id] >= margin}
+                      for query, _ in items}
         return {query.id: [expansion_query(query, pid, r.sentence, r.start, r.end)
                            for pid, r in chosen[query.id].items()] for query, _ in items}
 
@@ -246,11 +294,12 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
     for query, hits in first:
         mine = expansions.get(query.id, [])
         if options.expand == 0 or not mine:
-            fused.append((query, list(hits)))
+            fused.append((query, list(hits[:k])))
             continue
         depth = options.reciprocal if _in_collection(retriever, query.passage_id) else 0
         lists = [expansion_list(x, found[x.id]) for x in mine if finds_again(query, found[x.id], depth)]
-        fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id) if lists else list(hits)))
+        fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id) if lists
+                      else list(hits[:k])))
     return fused
 
 

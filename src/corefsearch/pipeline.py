@@ -196,7 +196,9 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         save_topics_file(save_topics, queries, retriever.formulate(queries))  # type: ignore[attr-defined]
     writer = RunWriter(Path(out), spans_out)
     started = time.perf_counter()
-    results = retriever.search(queries, k)
+    # The second round's margin test reads the first round deeper than k (its background); the run keeps k.
+    depth = expansion.first_depth(k, reader is not None) if expanding and expansion is not None else k
+    results = retriever.search(queries, depth)
     tag = retriever.tag
     if reader is not None and reader_config is not None:
         from corefsearch.progress import track
@@ -265,7 +267,7 @@ def _second_round(retriever: Retriever, first: list[tuple[Query, list[Any]]], ex
     else:
         assert dataset_dir is not None and expansion.encoder is not None
         expansions = EncoderExpansion.load(expansion.encoder, dataset_dir, device).expansions(
-            first, n, expansion.min_similarity)
+            first, n, expansion.min_similarity, expansion.margin)
     fused = second_round(retriever, first, expansions, expansion, k)
     record = {**expansion.describe(has_reader), "queries": sum(len(v) for v in expansions.values()),
               "seconds": round(time.perf_counter() - began, 3)}

@@ -16,7 +16,10 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.errors import CorefSearchError, InputError
 from corefsearch.expansion import (
+    BACKGROUND_DEPTH,
+    BACKGROUND_FROM,
     RRF_K,
+    EncoderExpansion,
     ExpansionOptions,
     expansion_list,
     expansion_query,
@@ -119,6 +122,58 @@ def test_the_reciprocal_test_keeps_the_expansions_that_find_the_querys_passage_a
     assert "x" in fused(1, adhoc) and "x" in fused(1, elsewhere)
 
 
+class FixedEncoder:
+    """A mention encoder whose vectors are given: each mention's cosine to the query mention is chosen."""
+
+    def __init__(self, cosines: dict[str, float]) -> None:
+        self.cosines = cosines
+
+    def encode(self, records: list) -> list:
+        import numpy as np
+
+        return [np.array([c, math.sqrt(1 - c * c)]) for c in (self.cosines[r.mention_id] for r in records)]
+
+
+def fixed_expansion(cosines: dict[str, float], passage_of: dict[str, str]) -> EncoderExpansion:
+    from corefsearch.cluster.inputs import MentionRecord
+
+    expansion = EncoderExpansion.__new__(EncoderExpansion)
+    expansion.encoder = FixedEncoder({"q1": 1.0, **cosines})
+    expansion.records = {m: MentionRecord(m, "c1", "d", None, p, "fire", 4, 8, QUERY.text, "")
+                         for m, p in {"q1": "d1-0", **passage_of}.items()}
+    expansion.by_passage = {}
+    for record in expansion.records.values():
+        expansion.by_passage.setdefault(record.passage_id, []).append(record)
+    expansion.types = dict.fromkeys(expansion.records, QUERY.type)
+    expansion.vectors = {}
+    return expansion
+
+
+def test_the_margin_test_keeps_the_mentions_clearly_nearer_than_the_first_rounds_background() -> None:
+    ranked = hits(*(f"p{i}" for i in range(1, 31)))  # p21 is the first passage of the background
+    background = f"p{BACKGROUND_FROM + 1}"
+    expansion = fixed_expansion({"m1": 0.95, "m2": 0.8, "mb": 0.9}, {"m1": "p1", "m2": "p2", "mb": background})
+
+    def kept(margin: float | None, top: list[Hit] = ranked) -> list[str]:
+        return [x.passage_id for x in expansion.expansions([(QUERY, top)], 5, None, margin)["q1"]]
+
+    assert kept(None) == ["p1", "p2"]
+    assert kept(0.0) == ["p1"]  # 0.95 beats the background's 0.9; 0.8 does not
+    assert kept(0.06) == []
+    assert kept(-0.1) == ["p1", "p2"]
+    assert expansion.background([(QUERY, [h.passage_id for h in ranked[BACKGROUND_FROM:]])]) == \
+        {"q1": pytest.approx(0.9)}
+    # A first round with no mention in its background: nothing to compare with, so no test.
+    assert kept(0.06, ranked[:BACKGROUND_FROM]) == ["p1", "p2"]
+    # With the test on, the encoder's first round is searched to the background's depth; the run keeps k.
+    on = ExpansionOptions(rounds=2, source="encoder", margin=0.0)
+    assert on.first_depth(10, False) == BACKGROUND_DEPTH and on.first_depth(500, False) == 500
+    assert ExpansionOptions(rounds=2, source="encoder").first_depth(10, False) == 10
+    assert ExpansionOptions(rounds=2, margin=0.0).first_depth(10, True) == 10  # the reader's spans: no test
+    first = [(QUERY, ranked)]
+    assert len(second_round(Recorder(), first, {"q1": []}, on, 10)[0][1]) == 10
+
+
 def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(tmp_path: Path) -> None:
     for options, message in ((ExpansionOptions(rounds=3), "--rounds must be 1 or 2"),
                              (ExpansionOptions(rounds=2, expand=-1), "--expand must not be negative"),
@@ -126,6 +181,7 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
                              (ExpansionOptions(rounds=2, source="bm25"), "--expand-from must be one of"),
                              (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
                              (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
+                             (ExpansionOptions(rounds=2, margin=2.5), "--expand-margin is a difference"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
@@ -133,12 +189,14 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
         with pytest.raises(CorefSearchError, match=message):
             options.validate(has_reader=False)
     options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path,
-                               min_similarity=0.8, reciprocal=3)
+                               min_similarity=0.8, reciprocal=3, margin=0.02)
     recorded = json.loads(json.dumps(options.describe(False)))
+    assert recorded["background_ranks"] == [BACKGROUND_FROM + 1, BACKGROUND_DEPTH]
     assert ExpansionOptions.from_metadata(recorded) == \
-        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3)
-    del recorded["reciprocal"]  # a run written before the test existed
+        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3, 0.02)
+    del recorded["reciprocal"], recorded["margin"]  # a run written before the tests existed
     assert ExpansionOptions.from_metadata(recorded).reciprocal == 0
+    assert ExpansionOptions.from_metadata(recorded).margin is None
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
@@ -180,6 +238,12 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
                    "--mention-encoder", str(encoder), "--expand-min-similarity", "1")
     assert gated["expansion"]["queries"] == 0
     assert read_run(tmp_path / "gated.trec") == read_run(tmp_path / "plain.trec")
+    # The margin test reads the first round to rank 100 and the run keeps the top 10 (k). This collection is
+    # too small to have a background (ranks 21 to 100), so the test keeps every expansion.
+    margins = search(tiny_index, tiny_dataset, tmp_path / "margin.trec", "--rounds", "2", "--expand", "3",
+                     "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-margin", "2")
+    assert margins["expansion"]["margin"] == 2 and margins["expansion"]["queries"] == encoded["expansion"]["queries"]
+    assert read_run(tmp_path / "margin.trec") == read_run(tmp_path / "enc.trec")
     assert read_run(tmp_path / "enc.trec").keys() == run.keys()
 
 
@@ -188,6 +252,7 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
     base = ["search", "--index", str(tiny_index), "--queries", str(queries), "--out", str(tmp_path / "r.trec")]
     for extra, message in ((["--expand", "2"], "--expand: the second round's options; add --rounds 2"),
                            (["--expand-min-similarity", "0.5"], "--expand-min-similarity: the second round's"),
+                           (["--expand-margin", "0.05"], "--expand-margin: the second round's"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
                            (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):
