@@ -348,17 +348,13 @@ class SearchEngine:
                 hits = searcher.search_one(query, depth)
             spans: dict[str, tuple[int, int]] = {}
             rerank_fusion = None
-            expansion = None
-            # --expand-before-reader: the second round fuses the retriever's list; the reader re-ranks the fused one.
-            before_reader = rounds == 2 and self.expansion.before_reader and rerank_k > 0 and self.reader is not None
-            if before_reader:
-                hits, expansion = self._second_round(searcher, query, hits, {}, depth)
             if rerank_k and self.reader is not None:
                 texts = {hit.passage_id: searcher.passage(hit.passage_id) for hit in hits[:rerank_k]}
                 rerank_fusion = self.reader.fusion_for(self.loaded_reader.config)[0]
                 hits, read = rerank_hits(self.loaded_reader, query, hits, texts, rerank_k, rerank_fusion)
                 spans = {r.passage_id: (r.start, r.end) for r in read}
-            if rounds == 2 and not before_reader:
+            expansion = None
+            if rounds == 2:
                 hits, expansion = self._second_round(searcher, query, hits, spans, depth)
             hits = hits[:k]
             results = []
@@ -410,7 +406,7 @@ class SearchEngine:
                       depth: int) -> tuple[list[Any], dict[str, Any]]:
         from corefsearch.expansion import from_spans, second_round
 
-        source = self.expansion.source or ("reader" if spans and not self.expansion.before_reader else "encoder")
+        source = self.expansion.source or ("reader" if spans else "encoder")
         options = replace(self.expansion, rounds=2, source=source)
         n = options.expand
         if source == "reader":

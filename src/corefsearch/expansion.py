@@ -4,8 +4,7 @@ CoreSearch answers each query in one round. But the passages a first round ranks
 mentions of the query's event, often worded otherwise ("the blaze" for "the fire"), and each of them,
 used as a query, reaches passages the first wording missed. So the second round:
 
-1. takes the first round's top ``N`` passages (after the reader, when there is one; with
-   ``--expand-before-reader``, the retriever's, and the reader re-ranks the fused list at the end);
+1. takes the first round's top ``N`` passages (after the reader, when there is one);
 2. marks in each the mention that corefers with the query:
    - ``reader``: the span the reader marked in it (``RUN.spans.jsonl``'s span);
    - ``encoder``: of the dataset's mentions in that passage, the one the mention encoder
@@ -77,9 +76,6 @@ class ExpansionOptions:
     # encoder source: an expansion mention must be this much more similar to the query's than any mention of the
     # first round's background passages (ranks 21 to 100) is (None: no such test)
     margin: float | None = DEFAULT_MARGIN
-    # with a reader: the second round fuses the retriever's list (the encoder's mentions) and the reader re-ranks
-    # the fused list, rather than the second round starting from the reader's
-    before_reader: bool = False
 
     @property
     def active(self) -> bool:
@@ -102,12 +98,6 @@ class ExpansionOptions:
             raise InputError(f"--expand-from must be one of {', '.join(EXPAND_SOURCES)}, got {self.source!r}")
         if not self.active:
             return
-        if self.before_reader and not has_reader:
-            raise InputError("--expand-before-reader puts the second round before the reader's re-ranking: add "
-                             "--reader MODEL_DIR")
-        if self.before_reader and self.source == "reader":
-            raise InputError("--expand-before-reader expands from the encoder's mentions: the reader's spans come "
-                             "after the second round (drop --expand-from reader)")
         source = self.source_for(has_reader)
         if source == "reader" and not has_reader:
             raise InputError("--expand-from reader takes the spans of --reader: add --reader MODEL_DIR, or use "
@@ -121,7 +111,7 @@ class ExpansionOptions:
             check_model_folder(self.encoder, "--mention-encoder")
 
     def source_for(self, has_reader: bool) -> str:
-        return self.source or ("reader" if has_reader and not self.before_reader else "encoder")
+        return self.source or ("reader" if has_reader else "encoder")
 
     def first_depth(self, k: int, has_reader: bool) -> int:
         """How deep the first round is searched for a run of depth ``k``: to the margin test's background."""
@@ -138,7 +128,7 @@ class ExpansionOptions:
                 "min_similarity": self.min_similarity if source == "encoder" else None,
                 "margin": self.margin if source == "encoder" else None,
                 "background_ranks": [BACKGROUND_FROM + 1, BACKGROUND_DEPTH] if source == "encoder" else None,
-                "reciprocal": self.reciprocal, "before_reader": self.before_reader}
+                "reciprocal": self.reciprocal}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
@@ -150,8 +140,7 @@ class ExpansionOptions:
                    min_similarity=float(similarity) if similarity is not None else None,
                    margin=float(margin) if margin is not None else None,  # None also in runs written before it
                    # runs written before the test existed had none
-                   reciprocal=int(record.get("reciprocal", 0)),
-                   before_reader=bool(record.get("before_reader", False)))
+                   reciprocal=int(record.get("reciprocal", 0)))
 
 
 def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:

@@ -200,13 +200,6 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     depth = expansion.first_depth(k, reader is not None) if expanding and expansion is not None else k
     results = retriever.search(queries, depth)
     tag = retriever.tag
-    # --expand-before-reader: the second round fuses the retriever's list, and the reader re-ranks the fused one.
-    before_reader = expanding and expansion is not None and expansion.before_reader
-    if before_reader:
-        assert expansion is not None
-        results, fields["expansion"] = _second_round(retriever, list(results), expansion, k, reader is not None, {},
-                                                     dataset_dir, retrieval.device)
-        tag = f"{tag}+round2-{fields['expansion']['source']}{expansion.expand}"
     if reader is not None and reader_config is not None:
         from corefsearch.progress import track
 
@@ -243,7 +236,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         if workers is not None:
             fields["reader"]["ray"] = {"workers": workers}
         results = iter(reranked)
-    if expanding and not before_reader:
+    if expanding:
         assert expansion is not None
         results, fields["expansion"] = _second_round(retriever, list(results), expansion, k, reader is not None,
                                                      spans_of if reader is not None else {}, dataset_dir,

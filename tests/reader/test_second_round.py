@@ -182,7 +182,6 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
                              (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
                              (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
                              (ExpansionOptions(rounds=2, margin=2.5), "--expand-margin is a difference"),
-                             (ExpansionOptions(rounds=2, before_reader=True), "before the reader's re-ranking"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
@@ -200,10 +199,6 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
     assert ExpansionOptions.from_metadata(recorded).margin is None
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
-    before = ExpansionOptions(rounds=2, before_reader=True, source="reader")
-    with pytest.raises(CorefSearchError, match="the reader's spans come after the second round"):
-        before.validate(has_reader=True)
-    assert ExpansionOptions(rounds=2, before_reader=True).source_for(True) == "encoder"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
 
 
@@ -243,21 +238,6 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
                    "--mention-encoder", str(encoder), "--expand-min-similarity", "1")
     assert gated["expansion"]["queries"] == 0
     assert read_run(tmp_path / "gated.trec") == read_run(tmp_path / "plain.trec")
-    # --expand-before-reader: the second round fuses the retriever's list and the reader re-ranks the fused one,
-    # so the reader's top 5 are the second round's top 5, in the reader's order.
-    search(tiny_index, tiny_dataset, tmp_path / "round2.trec", "--rounds", "2", "--expand", "2",
-           "--mention-encoder", str(encoder), "--expand-min-similarity", "-1")
-    before = search(tiny_index, tiny_dataset, tmp_path / "before.trec", *with_reader, "--rounds", "2", "--expand",
-                    "2", "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-before-reader")
-    assert before["expansion"]["source"] == "encoder" and before["expansion"]["before_reader"] is True
-    assert "+round2-encoder2+reader-" in before["tag"]
-    assert ExpansionOptions.from_metadata(before["expansion"]).before_reader
-    round2, read = read_run(tmp_path / "round2.trec"), read_run(tmp_path / "before.trec")
-
-    def top(scores: dict[str, float], n: int = 5) -> set[str]:
-        return set(sorted(scores, key=lambda pid: -scores[pid])[:n])
-
-    assert all(top(read[qid]) == top(round2[qid]) for qid in round2)
     # The margin test reads the first round to rank 100 and the run keeps the top 10 (k). This collection is
     # too small to have a background (ranks 21 to 100), so the test keeps every expansion.
     margins = search(tiny_index, tiny_dataset, tmp_path / "margin.trec", "--rounds", "2", "--expand", "3",
@@ -273,8 +253,6 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
     for extra, message in ((["--expand", "2"], "--expand: the second round's options; add --rounds 2"),
                            (["--expand-min-similarity", "0.5"], "--expand-min-similarity: the second round's"),
                            (["--expand-margin", "0.05"], "--expand-margin: the second round's"),
-                           (["--expand-before-reader"], "--expand-before-reader: the second round's"),
-                           (["--rounds", "2", "--expand-before-reader"], "--expand-before-reader puts the second"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
                            (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):
@@ -348,14 +326,6 @@ def test_query_answers_with_a_second_round_and_as_a_cluster_holding_the_query_me
     encoded = runner.invoke(app, [*base, "--cluster", "--rounds", "2", "--mention-encoder", str(encoder)])
     assert encoded.exit_code == 0, encoded.output
     assert json.loads(encoded.output)["expansion"]["source"] == "encoder"
-    # The reader re-ranks after the second round: the encoder's mentions expand, the reader marks the spans.
-    before = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--rounds", "2", "--expand", "2",
-                                 "--mention-encoder", str(encoder), "--expand-min-similarity", "-1",
-                                 "--expand-before-reader"])
-    assert before.exit_code == 0, before.output
-    answered = json.loads(before.output)
-    assert answered["expansion"]["source"] == "encoder" and answered["expansion"]["before_reader"] is True
-    assert answered["reader"] is not None and any("span" in hit for hit in answered["hits"])
     table = runner.invoke(app, [*base[:-1], "--cluster", "--mention-encoder", str(encoder)])
     assert table.exit_code == 0 and "The query mention's cluster:" in table.output
     refused = runner.invoke(app, [*base, "--cluster"])

@@ -217,36 +217,30 @@ ExpandMarginOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: an expansion mention counts only when its cosine to the query "
          "mention exceeds by this margin the highest of any mention in the first round's passages ranked 21st to "
          "100th (searched that deep): a gate set by each query's own background, not a fixed cosine.")]
-ExpandBeforeReaderOption = Annotated[Optional[bool], typer.Option(  # noqa: UP045
-    "--expand-before-reader", show_default=False,
-    help="With --rounds 2 and --reader: the second round fuses the retriever's list (from the encoder's mentions) "
-         "and the reader re-ranks the fused list, rather than the second round starting from the reader's.")]
 MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")]
 
 
 def expansion_options(rounds: int, expand: int | None, weight: float | None, source: str | None,
                       encoder: Path | None, encoder_alone: bool = False, min_similarity: float | None = None,
-                      reciprocal: int | None = None, margin: float | None = None,
-                      before_reader: bool | None = None) -> Any:
+                      reciprocal: int | None = None, margin: float | None = None) -> Any:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
     ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
     from corefsearch.expansion import ExpansionOptions
 
     if rounds == 1:
-        settings = (expand, weight, source, min_similarity, reciprocal, margin, before_reader)
+        settings = (expand, weight, source, min_similarity, reciprocal, margin)
         if encoder_alone and encoder is not None and settings == (None,) * len(settings):
             return ExpansionOptions(encoder=encoder)
         given = [name for name, value in (("--expand", expand), ("--expand-weight", weight),
                                           ("--expand-from", source), ("--expand-min-similarity", min_similarity),
                                           ("--expand-reciprocal", reciprocal), ("--expand-margin", margin),
-                                          ("--expand-before-reader", before_reader),
                                           *((("--mention-encoder", encoder),) if not encoder_alone else ()))
                  if value is not None]
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
     given_values = {"expand": expand, "weight": weight, "min_similarity": min_similarity, "reciprocal": reciprocal,
-                    "margin": margin, "before_reader": before_reader}
+                    "margin": margin}
     return ExpansionOptions(rounds, source=source, encoder=encoder,
                             **{name: value for name, value in given_values.items() if value is not None})
