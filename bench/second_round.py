@@ -67,7 +67,7 @@ def hybrid_setup(device: str) -> Any:
 
 
 def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max: int, device: str,
-           spans: Path | None, first_run: Path | None = None
+           spans: Path | None, first_run: Path | None = None, background: bool = True
            ) -> tuple[list[Any], dict[str, list[Any]], dict[str, list[Any]], float, float]:
     """The first round (the hybrid's, or ``first_run``'s: e.g. ``search --reader --rerank-fusion rrf``), each
     query's expansion queries (largest N), their hits; seconds of each round."""
@@ -107,7 +107,8 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
 
         expander = EncoderExpansion.load(encoder, dataset, device)
         chosen = expander.nearest([(q, [h.passage_id for h in hits[:n_max]]) for q, hits in first])
-        floor = expander.background([(q, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for q, hits in first])
+        floor = (expander.background([(q, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for q, hits in first])
+                 if background else {q.id: None for q, _ in first})  # no margin in the grid: not encoded
         expansions = {}
         for q, _ in first:
             expansions[q.id] = []
@@ -288,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     grid_n = [int(x) for x in args.expand.split(",")]
     grid_w = [float(x) for x in args.weights.split(",")]
     first, expansions, found, s1, s2 = rounds(args.index, args.dataset, args.split, args.mention_encoder, args.k,
-                                              max(grid_n), args.device, args.spans, args.first_run)
+                                              max(grid_n), args.device, args.spans, args.first_run,
+                                              args.margins != "none")
     qrels = args.dataset / "qrels" / f"{args.split}.txt"
     base = scores(first, expansions, found, 0, 0.0, args.k, qrels)
     print(f"{args.split}, {len(first):,} queries, ×100; first round {s1:.0f} s, the second round's "
@@ -353,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.test:
         test_spans = Path(f"{args.test_first_run}.spans.jsonl") if args.spans and args.test_first_run else None
         first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
-                                                  max(best[1], 1), args.device, test_spans, args.test_first_run)
+                                                  max(best[1], 1), args.device, test_spans, args.test_first_run,
+                                                  best[6] is not None)
         qrels = args.dataset / "qrels" / "test.txt"
         one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
         two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
