@@ -93,14 +93,15 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
         from corefsearch.evaluate.spans import read_spans
 
         marked: dict[str, dict[str, tuple[int, int]]] = {}
+        span_score: dict[tuple[str, str], float] = {}
         for span in read_spans(spans):
             marked.setdefault(span.qid, {})[span.passage_id] = (span.start, span.end)
-            SPAN_SCORE[f"{span.qid}>{span.passage_id}"] = span.score
+            span_score[span.qid, span.passage_id] = span.score
         texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n_max]}
         expansions = {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n_max) for q, hits in first}
         for q, _ in first:
             for x in expansions[q.id]:
-                SIMILARITY[x.id] = SPAN_SCORE[x.id]  # the gate of the reader's spans is on its span score
+                SIMILARITY[x.id] = span_score[q.id, x.passage_id]  # the reader's spans are gated on their score
                 CORRECT[x.id] = q.cluster_id in gold_clusters(dataset, x)
     else:
         from corefsearch.expansion import BACKGROUND_FROM, expansion_query
@@ -112,9 +113,10 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
         expansions = {}
         for q, _ in first:
             expansions[q.id] = []
+            cosine = expander.similarities(q, chosen[q.id])
             for pid, r in chosen[q.id].items():
                 x = expansion_query(q, pid, r.sentence, r.start, r.end)
-                SIMILARITY[x.id] = expander.similarity(q, r)
+                SIMILARITY[x.id] = cosine[pid]
                 MARGIN[x.id] = SIMILARITY[x.id] - floor[q.id] if floor[q.id] is not None else float("inf")
                 CORRECT[x.id] = r.cluster_id == q.cluster_id
                 expansions[q.id].append(x)
@@ -127,7 +129,6 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
 
 
 SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
-SPAN_SCORE: dict[str, float] = {}  # expansion id -> the reader's score of its span
 MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.expansion)
 CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
 

@@ -341,7 +341,7 @@ class SearchEngine:
                 warn_long_queries([query_string], ["--context"])
             depth = max(k, rerank_k)
             if rounds == 2:
-                depth = replace(self.expansion, rounds=2).first_depth(depth, rerank_k > 0 and self.reader is not None)
+                depth = self.expansion.first_depth(depth, rerank_k > 0 and self.reader is not None)
             if query_string is not None:
                 hits = searcher.search_one(query, depth, query_string=query_string)  # type: ignore[call-arg]
             else:

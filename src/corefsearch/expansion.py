@@ -114,8 +114,9 @@ class ExpansionOptions:
         return self.source or ("reader" if has_reader else "encoder")
 
     def first_depth(self, k: int, has_reader: bool) -> int:
-        """How deep the first round is searched for a run of depth ``k``: to the margin test's background."""
-        if self.active and self.margin is not None and self.source_for(has_reader) == "encoder":
+        """How deep the first round of a second round is searched, for a run of depth ``k``: to the margin
+        test's background."""
+        if self.margin is not None and self.source_for(has_reader) == "encoder":
             return max(k, BACKGROUND_DEPTH)
         return k
 
@@ -225,22 +226,20 @@ class EncoderExpansion:
                         chosen[pid] = best
         return result
 
-    def similarity(self, query: Query, record: Any) -> float:
-        """The cosine of a dataset mention (a record :meth:`nearest` chose) to the query mention."""
-        self._encode({record.mention_id})
-        return float(self._query_vector(query) @ self.vectors[record.mention_id])
+    def similarities(self, query: Query, records: Mapping[str, Any]) -> dict[str, float]:
+        """``{key: cosine to the query mention}`` of dataset mention records (e.g. those :meth:`nearest` chose, by
+        passage); the query mention is encoded once."""
+        self._encode({r.mention_id for r in records.values()})
+        own = self._query_vector(query)
+        return {key: float(own @ self.vectors[r.mention_id]) for key, r in records.items()}
 
     def background(self, items: Sequence[tuple[Query, Sequence[str]]]) -> dict[str, float | None]:
         """``{query id: the highest cosine to the query mention of any mention of its type in these passages}``
         (``None``: they hold none): how similar a mention of another event gets, for this query, in this
         collection."""
         chosen = self.nearest(items)
-        highest: dict[str, float | None] = {}
-        for query, _ in items:
-            own = self._query_vector(query)
-            values = [float(own @ self.vectors[r.mention_id]) for r in chosen[query.id].values()]
-            highest[query.id] = max(values) if values else None
-        return highest
+        return {query.id: max(self.similarities(query, chosen[query.id]).values(), default=None)
+                for query, _ in items}
 
     def expansions(self, items: Sequence[tuple[Query, Sequence[Hit]]], n: int,
                    min_similarity: float | None = None, margin: float | None = None) -> dict[str, list[Query]]:
@@ -251,9 +250,11 @@ class EncoderExpansion:
         chosen = self.nearest([(query, [h.passage_id for h in hits[:n]]) for query, hits in items], min_similarity)
         if margin is not None:
             floor = self.background([(query, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for query, hits in items])
-            chosen = {query.id: {pid: r for pid, r in chosen[query.id].items()
-                                 if floor[query.id] is None or self.similarity(query, r) - floor[query.id] >= margin}
-                      for query, _ in items}
+            for query, _ in items:
+                if floor[query.id] is not None:
+                    cosine = self.similarities(query, chosen[query.id])
+                    chosen[query.id] = {pid: r for pid, r in chosen[query.id].items()
+                                        if cosine[pid] - floor[query.id] >= margin}
         return {query.id: [expansion_query(query, pid, r.sentence, r.start, r.end)
                            for pid, r in chosen[query.id].items()] for query, _ in items}
 
