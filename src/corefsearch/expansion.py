@@ -14,7 +14,10 @@ used as a query, reaches passages the first wording missed. So the second round:
      by δ the highest cosine of any mention in the first round's passages ranked 21st to 100th (the
      background: mostly other events). A fixed cosine gate (``--expand-min-similarity``) means
      something else on each corpus, as each runs its similarities higher or lower; the background
-     is the query's own and the collection's;
+     is the query's own and the collection's. Being annotated mentions, they also tell which
+     passages hold a mention at all: on a collection annotated only in part (ECB+) that alone
+     tells which passages can be relevant, and a benchmark should compare with that
+     (bench/mention_promotion.py's oracle row);
 3. searches again with each marked passage as a query of its own (the query format exactly: a
    passage with a marked mention), with the same retriever, leaving out the original query's passage;
 4. keeps an expansion only if its own search ranks the original query's passage in its top ``R``
