@@ -22,7 +22,8 @@ depths R, 0 = off: an expansion counts only when its own search ranks the query'
 R, as ``--expand-reciprocal`` does) and ``--shares`` (``kept``: the second round weighs w, shared
 among the expansions kept, as the CLI does; ``n``: each kept expansion weighs w / N) and ``--margins`` (the
 margin test of ``--expand-margin``: an encoder's mention counts only when its cosine to the query mention
-exceeds by the margin the highest of any mention in the first round's passages ranked 21st to 100th).
+exceeds by the margin the highest of any mention in the first round's passages ranked 21st to 100th) and
+``--list-depths`` (``--expand-list-depth``: how many passages of each expansion's list are fused, its own first).
 
 Every table also has the oracle row (``annotated_first``; bench/mention_promotion.py): the first round with its
 top N passages that hold an annotated mention of the query's type moved first. The encoder's expansions are
@@ -37,8 +38,8 @@ reader to re-rank after the second round (bench/rerank_run.py).
 
 Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder M [--k 100]
 [--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--gates 0.8,0.9] [--reciprocal 0,10] [--shares kept,n]
-[--margins none,0,0.02] [--first-run RUN [--spans RUN.spans.jsonl]] [--write-runs FOLDER] [--test
-[--test-first-run RUN]]``.
+[--margins none,0,0.02] [--list-depths 1,5,all] [--first-run RUN [--spans RUN.spans.jsonl]]
+[--write-runs FOLDER] [--test [--test-first-run RUN]]``.
 """
 
 from __future__ import annotations
@@ -186,9 +187,11 @@ def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: i
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
            k: int, qrels: Path, gate: float = -1.0, depth: int = 0, share: str = "kept",
-           margin: float | None = None, write: Path | None = None, heads_only: bool = False) -> dict[str, float]:
+           margin: float | None = None, write: Path | None = None, heads_only: bool = False,
+           list_depth: int | None = None) -> dict[str, float]:
     """The scores of one setting (``write``: also write its fused run, TREC, for a reader to re-rank;
-    ``heads_only``: each expansion's list is its own passage alone, as if its search had found nothing)."""
+    ``heads_only``: each expansion's list is its own passage alone, as if its search had found nothing;
+    ``list_depth``: each expansion's list is cut to its first ``list_depth`` passages, as ``--expand-list-depth``)."""
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
@@ -198,7 +201,7 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
         top = {h.passage_id for h in hits[:n]}  # the top N passages' expansions, as the CLI takes them
         mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate
                 and (margin is None or MARGIN.get(x.id, math.inf) >= margin) and reciprocal(query, x, found, depth)]
-        lists = [expansion_list(x, [] if heads_only else found[x.id]) for x in mine]
+        lists = [expansion_list(x, [] if heads_only else found[x.id])[:list_depth] for x in mine]
         # share "kept": the second round weighs w whatever the number of expansions kept; "n": each kept
         # expansion weighs w / N, so the round weighs w only when all N passages gave one.
         scaled = weight if share == "kept" else weight * len(lists) / n if n else 0.0
@@ -301,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="kept (the second round weighs w) | n (each kept expansion weighs w / N), comma-separated")
     parser.add_argument("--margins", default="none",
                         help="margins of the encoder's expansion mentions over the background (none: no such test)")
+    parser.add_argument("--list-depths", default="all",
+                        help="how many passages of each expansion's list the fusion reads (its own first; all: every "
+                             "one), comma-separated, as --expand-list-depth")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -368,29 +374,33 @@ def main(argv: list[str] | None = None) -> int:
     oracle = annotated_first(args.dataset, first, args.k, qrels, max(grid_n))
     print(f"| annotated first, top {max(grid_n)} (oracle) | | | | | | "
           + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
-    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept", None)
+    grid_l = [None if x == "all" else int(x) for x in args.list_depths.split(",")]
+    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept", None, None)
     for n in grid_n:
         for w in grid_w:
             for g in grid_g:
                 for mg in grid_m:
                     for r in grid_r:
                         for share in grid_s:
-                            row = scores(first, expansions, found, n, w, args.k, qrels, g, r, share, mg)
-                            print(f"| {n} | {w:g} | {g:g} | {'off' if mg is None else mg} | {r} | {share} | "
-                                  + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
-                            if row["MRR@10"] > best[0]:
-                                best = (row["MRR@10"], n, w, g, r, share, mg)
+                            for depth in grid_l:
+                                row = scores(first, expansions, found, n, w, args.k, qrels, g, r, share, mg,
+                                             list_depth=depth)
+                                label = share if depth is None else f"{share}, lists {depth} deep"
+                                print(f"| {n} | {w:g} | {g:g} | {'off' if mg is None else mg} | {r} | {label} | "
+                                      + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
+                                if row["MRR@10"] > best[0]:
+                                    best = (row["MRR@10"], n, w, g, r, share, mg, depth)
     if best[1]:
         heads = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
                        heads_only=True)
         print(f"| {best[1]} | {best[2]:g} | {best[3]:g} | {'off' if best[6] is None else best[6]} | {best[4]} | "
               f"{best[5]}, heads only (no search) | " + " | ".join(f"{heads[m]:.2f}" for m in METRICS) + " |")
     print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, share "
-          f"{best[5]} (MRR@10 {best[0]:.2f}; N = 0 is the first round).")
+          f"{best[5]}, lists {best[7] or 'all'} deep (MRR@10 {best[0]:.2f}; N = 0 is the first round).")
     if args.write_runs is not None:
         args.write_runs.mkdir(parents=True, exist_ok=True)
         scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
-               args.write_runs / f"{args.split}.trec")
+               args.write_runs / f"{args.split}.trec", list_depth=best[7])
     if args.test:
         test_spans = Path(f"{args.test_first_run}.spans.jsonl") if args.spans and args.test_first_run else None
         first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
@@ -399,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         qrels = args.dataset / "qrels" / "test.txt"
         one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
         two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
-                     args.write_runs / "test.trec" if args.write_runs is not None else None)
+                     args.write_runs / "test.trec" if args.write_runs is not None else None, list_depth=best[7])
         print(f"\nTest, once ({len(first):,} queries), ×100:\n")
         print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
         print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
@@ -407,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| annotated first, top {max(best[1], 1)} (oracle) | "
               + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
         print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, "
-              f"share {best[5]}) | "
+              f"share {best[5]}, lists {best[7] or 'all'} deep) | "
               + " | ".join(f"{two[m]:.2f}" for m in METRICS) + " |")
         print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
               f"queries), the first {1000 * s1 / len(first):.0f} ms.")

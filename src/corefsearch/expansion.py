@@ -31,7 +31,9 @@ used as a query, reaches passages the first wording missed. So the second round:
    list of expansion i (a list that misses it adds nothing). Expansion i's own passage heads its
    list (:func:`expansion_list`): the retriever leaves a query's passage out of its hits, and without
    it the passages the second round starts from would be the only top passages it cannot raise.
-   ``w`` and ``N`` are chosen on dev (bench/second_round.py).
+   ``w`` and ``N`` are chosen on dev (bench/second_round.py). With ``--expand-list-depth L`` only the
+   first L passages of each expansion's list count (L = 1: its own passage alone; the search then
+   serves only the reciprocal test, and with R = 0 it is not run).
 
 ``N = 0`` leaves the first round as it is. The run's metadata records the expansion
 (``ExpansionOptions.describe``; :meth:`ExpansionOptions.from_metadata` reads it back).
@@ -55,6 +57,7 @@ DEFAULT_WEIGHT = 4.0
 DEFAULT_MIN_SIMILARITY = 0.9
 DEFAULT_RECIPROCAL = 10
 DEFAULT_MARGIN: float | None = None
+DEFAULT_LIST_DEPTH: int | None = None
 # The margin test's background: the first round's passages ranked 21st to 100th, which mostly hold other
 # events; with the test on, the first round is searched at least this deep.
 BACKGROUND_FROM = 20
@@ -65,7 +68,8 @@ RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 @dataclass
 class ExpansionOptions:
     """``--rounds``, ``--expand N``, ``--expand-weight W``, ``--expand-from reader|encoder``,
-    ``--mention-encoder DIR`` (for ``encoder``), ``--expand-min-similarity`` and ``--expand-reciprocal R``."""
+    ``--mention-encoder DIR`` (for ``encoder``), ``--expand-min-similarity``, ``--expand-reciprocal R``,
+    ``--expand-margin δ`` and ``--expand-list-depth L``."""
 
     rounds: int = 1
     expand: int = DEFAULT_EXPAND
@@ -79,6 +83,8 @@ class ExpansionOptions:
     # encoder source: an expansion mention must be this much more similar to the query's than any mention of the
     # first round's background passages (ranks 21 to 100) is (None: no such test)
     margin: float | None = DEFAULT_MARGIN
+    # how many passages of each expansion's list (its own passage first) the fusion reads (None: all of them)
+    list_depth: int | None = DEFAULT_LIST_DEPTH
 
     @property
     def active(self) -> bool:
@@ -95,6 +101,9 @@ class ExpansionOptions:
             raise InputError(f"--expand-reciprocal must not be negative (0 turns the test off), got {self.reciprocal}")
         if self.min_similarity is not None and not -1 <= self.min_similarity <= 1:
             raise InputError(f"--expand-min-similarity is a cosine similarity in [-1, 1], got {self.min_similarity}")
+        if self.list_depth is not None and self.list_depth < 1:
+            raise InputError(f"--expand-list-depth must be at least 1 (the expansion's own passage), "
+                             f"got {self.list_depth}")
         if self.margin is not None and not -2 <= self.margin <= 2:
             raise InputError(f"--expand-margin is a difference of cosine similarities, in [-2, 2], got {self.margin}")
         if self.source is not None and self.source not in EXPAND_SOURCES:
@@ -132,7 +141,7 @@ class ExpansionOptions:
                 "min_similarity": self.min_similarity if source == "encoder" else None,
                 "margin": self.margin if source == "encoder" else None,
                 "background_ranks": [BACKGROUND_FROM + 1, BACKGROUND_DEPTH] if source == "encoder" else None,
-                "reciprocal": self.reciprocal}
+                "reciprocal": self.reciprocal, "list_depth": self.list_depth}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
@@ -144,7 +153,9 @@ class ExpansionOptions:
                    min_similarity=float(similarity) if similarity is not None else None,
                    margin=float(margin) if margin is not None else None,  # None also in runs written before it
                    # runs written before the test existed had none
-                   reciprocal=int(record.get("reciprocal", 0)))
+                   reciprocal=int(record.get("reciprocal", 0)),
+                   # runs written before the option fused every passage of each list
+                   list_depth=int(record["list_depth"]) if record.get("list_depth") is not None else None)
 
 
 def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:
@@ -293,7 +304,10 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
     """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
     ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is."""
     flat = [x for query, _ in first for x in expansions.get(query.id, [])]
-    found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
+    if options.list_depth == 1 and options.reciprocal == 0:
+        found: dict[str, list[Hit]] = {x.id: [] for x in flat}  # the lists are the expansions' own passages alone
+    else:
+        found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
     fused = []
     for query, hits in first:
         mine = expansions.get(query.id, [])
@@ -301,7 +315,8 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
             fused.append((query, list(hits[:k])))
             continue
         depth = options.reciprocal if _in_collection(retriever, query.passage_id) else 0
-        lists = [expansion_list(x, found[x.id]) for x in mine if finds_again(query, found[x.id], depth)]
+        lists = [expansion_list(x, found[x.id])[:options.list_depth] for x in mine
+                 if finds_again(query, found[x.id], depth)]
         fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id) if lists
                       else list(hits[:k])))
     return fused

@@ -122,6 +122,33 @@ def test_the_reciprocal_test_keeps_the_expansions_that_find_the_querys_passage_a
     assert "x" in fused(1, adhoc) and "x" in fused(1, elsewhere)
 
 
+def test_the_list_depth_cuts_each_expansions_list_and_one_needs_no_search_without_the_reciprocal_test() -> None:
+    first = [(QUERY, hits("a", "b", "c"))]
+    texts = {"a": "Smoke rose as the blaze spread .", "b": "Crews left ."}
+    expansions = {"q1": from_spans(QUERY, first[0][1], {"a": (18, 23), "b": (0, 5)}, texts, 2)}
+    answers = {"q1>a": hits("x", "d1-0", "z"), "q1>b": hits("y", "x", "c")}
+
+    def fused(depth: int | None, reciprocal: int = 0) -> tuple[list[str], int]:
+        retriever = Recorder(answers)
+        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=reciprocal, list_depth=depth)
+        ranked = second_round(retriever, first, expansions, options, 10)[0][1]
+        return [h.passage_id for h in ranked], len(retriever.asked)
+
+    def expected(depth: int | None) -> list[str]:
+        lists = [expansion_list(x, answers[x.id])[:depth] for x in expansions["q1"]]
+        return [h.passage_id for h in fuse_rounds(first[0][1], lists, 1.0, 10, "d1-0")]
+
+    everything, searched = fused(None)
+    assert everything == expected(None) and searched == 2 and "x" in everything
+    heads, searched = fused(1)  # each list is its expansion's own passage: nothing new, and no search
+    assert heads == expected(1) and searched == 0 and set(heads) == {"a", "b", "c"}
+    assert fused(2)[0] == expected(2) and "z" in everything and "z" not in fused(2)[0]
+    # With the reciprocal test on, the expansions are still searched, for the test alone.
+    tested, searched = fused(1, reciprocal=2)
+    assert searched == 2 and tested == [h.passage_id for h in fuse_rounds(
+        first[0][1], [expansion_list(expansions["q1"][0], [])], 1.0, 10, "d1-0")]
+
+
 class FixedEncoder:
     """A mention encoder whose vectors are given: each mention's cosine to the query mention is chosen."""
 
@@ -182,6 +209,7 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
                              (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
                              (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
                              (ExpansionOptions(rounds=2, margin=2.5), "--expand-margin is a difference"),
+                             (ExpansionOptions(rounds=2, list_depth=0), "--expand-list-depth must be at least 1"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
@@ -189,14 +217,15 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
         with pytest.raises(CorefSearchError, match=message):
             options.validate(has_reader=False)
     options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path,
-                               min_similarity=0.8, reciprocal=3, margin=0.02)
+                               min_similarity=0.8, reciprocal=3, margin=0.02, list_depth=1)
     recorded = json.loads(json.dumps(options.describe(False)))
     assert recorded["background_ranks"] == [BACKGROUND_FROM + 1, BACKGROUND_DEPTH]
     assert ExpansionOptions.from_metadata(recorded) == \
-        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3, 0.02)
-    del recorded["reciprocal"], recorded["margin"]  # a run written before the tests existed
+        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3, 0.02, 1)
+    del recorded["reciprocal"], recorded["margin"], recorded["list_depth"]  # a run written before they existed
     assert ExpansionOptions.from_metadata(recorded).reciprocal == 0
     assert ExpansionOptions.from_metadata(recorded).margin is None
+    assert ExpansionOptions.from_metadata(recorded).list_depth is None  # every passage of each list, as then
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
@@ -245,6 +274,11 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
     assert margins["expansion"]["margin"] == 2 and margins["expansion"]["queries"] == encoded["expansion"]["queries"]
     assert read_run(tmp_path / "margin.trec") == read_run(tmp_path / "enc.trec")
     assert read_run(tmp_path / "enc.trec").keys() == run.keys()
+    heads = search(tiny_index, tiny_dataset, tmp_path / "heads.trec", "--rounds", "2", "--expand", "3",
+                   "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "1")
+    assert heads["expansion"]["list_depth"] == 1 and encoded["expansion"]["list_depth"] is None
+    for qid, scores in read_run(tmp_path / "heads.trec").items():  # only the first round's passages, reordered
+        assert set(scores) <= set(read_run(tmp_path / "plain.trec")[qid])
 
 
 def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
@@ -253,6 +287,8 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
     for extra, message in ((["--expand", "2"], "--expand: the second round's options; add --rounds 2"),
                            (["--expand-min-similarity", "0.5"], "--expand-min-similarity: the second round's"),
                            (["--expand-margin", "0.05"], "--expand-margin: the second round's"),
+                           (["--expand-list-depth", "1"], "--expand-list-depth: the second round's"),
+                           (["--rounds", "2", "--expand-list-depth", "0"], "--expand-list-depth must be at least 1"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
                            (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):

@@ -217,30 +217,35 @@ ExpandMarginOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: an expansion mention counts only when its cosine to the query "
          "mention exceeds by this margin the highest of any mention in the first round's passages ranked 21st to "
          "100th (searched that deep): a gate set by each query's own background, not a fixed cosine.")]
+ExpandListDepthOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="With --rounds 2: how many passages of each expansion's list the fusion reads, its own passage first "
+         "(1: that passage alone; default: all).")]
 MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")]
 
 
 def expansion_options(rounds: int, expand: int | None, weight: float | None, source: str | None,
                       encoder: Path | None, encoder_alone: bool = False, min_similarity: float | None = None,
-                      reciprocal: int | None = None, margin: float | None = None) -> Any:
+                      reciprocal: int | None = None, margin: float | None = None,
+                      list_depth: int | None = None) -> Any:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
     ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
     from corefsearch.expansion import ExpansionOptions
 
     if rounds == 1:
-        settings = (expand, weight, source, min_similarity, reciprocal, margin)
+        settings = (expand, weight, source, min_similarity, reciprocal, margin, list_depth)
         if encoder_alone and encoder is not None and settings == (None,) * len(settings):
             return ExpansionOptions(encoder=encoder)
         given = [name for name, value in (("--expand", expand), ("--expand-weight", weight),
                                           ("--expand-from", source), ("--expand-min-similarity", min_similarity),
                                           ("--expand-reciprocal", reciprocal), ("--expand-margin", margin),
+                                          ("--expand-list-depth", list_depth),
                                           *((("--mention-encoder", encoder),) if not encoder_alone else ()))
                  if value is not None]
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
     given_values = {"expand": expand, "weight": weight, "min_similarity": min_similarity, "reciprocal": reciprocal,
-                    "margin": margin}
+                    "margin": margin, "list_depth": list_depth}
     return ExpansionOptions(rounds, source=source, encoder=encoder,
                             **{name: value for name, value in given_values.items() if value is not None})

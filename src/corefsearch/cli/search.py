@@ -19,6 +19,7 @@ from corefsearch.cli.options import (
     DeviceOption,
     EfSearchOption,
     ExpandFromOption,
+    ExpandListDepthOption,
     ExpandMarginOption,
     ExpandMinSimilarityOption,
     ExpandOption,
@@ -92,6 +93,7 @@ def search_command(
     expand_min_similarity: ExpandMinSimilarityOption = None,
     expand_reciprocal: ExpandReciprocalOption = None,
     expand_margin: ExpandMarginOption = None,
+    expand_list_depth: ExpandListDepthOption = None,
     mention_encoder: MentionEncoderOption = None,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out).
@@ -106,7 +108,8 @@ def search_command(
                                 reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given,
                                 expansion=expansion_options(rounds, expand, expand_weight, expand_from,
                                                             mention_encoder, min_similarity=expand_min_similarity,
-                                                            reciprocal=expand_reciprocal, margin=expand_margin))
+                                                            reciprocal=expand_reciprocal, margin=expand_margin,
+                                                            list_depth=expand_list_depth))
     print_search_summary(summary, console)
 
 
@@ -150,6 +153,7 @@ def query_command(
     expand_min_similarity: ExpandMinSimilarityOption = None,
     expand_reciprocal: ExpandReciprocalOption = None,
     expand_margin: ExpandMarginOption = None,
+    expand_list_depth: ExpandListDepthOption = None,
     mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --expand-from encoder.")] = None,
     cluster: Annotated[bool, typer.Option(
@@ -172,7 +176,8 @@ def query_command(
                              expansion=expansion_options(rounds, expand, expand_weight, expand_from, mention_encoder,
                                                          encoder_alone=True,
                                                          min_similarity=expand_min_similarity,
-                                                         reciprocal=expand_reciprocal, margin=expand_margin),
+                                                         reciprocal=expand_reciprocal, margin=expand_margin,
+                                                         list_depth=expand_list_depth),
                              cluster=cluster)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
@@ -225,6 +230,7 @@ def serve_command(
     expand_min_similarity: ExpandMinSimilarityOption = None,
     expand_reciprocal: ExpandReciprocalOption = None,
     expand_margin: ExpandMarginOption = None,
+    expand_list_depth: ExpandListDepthOption = None,
     mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster "
              "view) and of --rounds 2 --expand-from encoder.")] = None,
@@ -251,7 +257,8 @@ def serve_command(
                                    expansion=expansion_options(rounds, expand, expand_weight, expand_from,
                                                                mention_encoder, encoder_alone=True,
                                                                min_similarity=expand_min_similarity,
-                                                               reciprocal=expand_reciprocal, margin=expand_margin))
+                                                               reciprocal=expand_reciprocal, margin=expand_margin,
+                                                               list_depth=expand_list_depth))
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
         err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
                           f"{', '.join(engine.retrievers)}", markup=False, highlight=False)
