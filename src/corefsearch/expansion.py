@@ -31,9 +31,11 @@ used as a query, reaches passages the first wording missed. So the second round:
    list of expansion i (a list that misses it adds nothing). Expansion i's own passage heads its
    list (:func:`expansion_list`): the retriever leaves a query's passage out of its hits, and without
    it the passages the second round starts from would be the only top passages it cannot raise.
-   ``w`` and ``N`` are chosen on dev (bench/second_round.py). With ``--expand-list-depth L`` only the
-   first L passages of each expansion's list count (L = 1: its own passage alone; the search then
-   serves only the reciprocal test, and with R = 0 it is not run).
+   ``w`` and ``N`` are chosen on dev (bench/second_round.py). Only the first ``L`` passages of each
+   expansion's list count (``--expand-list-depth L``; 0: all). With L = 1 each list is its own passage
+   alone: the second round moves up the top passages whose mention it kept, and searches only for the
+   reciprocal test, not at all with R = 0. Dev chose L = 1 and R = 0, the defaults: the searches cost
+   more MRR@10 than they bring (bench/RESULTS.md, "How deep each expansion's list is read").
 
 ``N = 0`` leaves the first round as it is. The run's metadata records the expansion
 (``ExpansionOptions.describe``; :meth:`ExpansionOptions.from_metadata` reads it back).
@@ -51,13 +53,15 @@ from corefsearch.errors import InputError
 from corefsearch.schema import Hit, Query
 
 EXPAND_SOURCES = ("reader", "encoder")
-# Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md).
+# Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md). Each list
+# one passage deep and no reciprocal test: dev preferred them over the hybrid and over the reader, so by default
+# the second round moves up the top passages whose mention corefers and searches nothing.
 DEFAULT_EXPAND = 5
 DEFAULT_WEIGHT = 4.0
 DEFAULT_MIN_SIMILARITY = 0.9
-DEFAULT_RECIPROCAL = 10
+DEFAULT_RECIPROCAL = 0
 DEFAULT_MARGIN: float | None = None
-DEFAULT_LIST_DEPTH: int | None = None
+DEFAULT_LIST_DEPTH = 1
 # The margin test's background: the first round's passages ranked 21st to 100th, which mostly hold other
 # events; with the test on, the first round is searched at least this deep.
 BACKGROUND_FROM = 20
@@ -83,8 +87,8 @@ class ExpansionOptions:
     # encoder source: an expansion mention must be this much more similar to the query's than any mention of the
     # first round's background passages (ranks 21 to 100) is (None: no such test)
     margin: float | None = DEFAULT_MARGIN
-    # how many passages of each expansion's list (its own passage first) the fusion reads (None: all of them)
-    list_depth: int | None = DEFAULT_LIST_DEPTH
+    # how many passages of each expansion's list (its own passage first) the fusion reads (0: all of them)
+    list_depth: int = DEFAULT_LIST_DEPTH
 
     @property
     def active(self) -> bool:
@@ -101,8 +105,8 @@ class ExpansionOptions:
             raise InputError(f"--expand-reciprocal must not be negative (0 turns the test off), got {self.reciprocal}")
         if self.min_similarity is not None and not -1 <= self.min_similarity <= 1:
             raise InputError(f"--expand-min-similarity is a cosine similarity in [-1, 1], got {self.min_similarity}")
-        if self.list_depth is not None and self.list_depth < 1:
-            raise InputError(f"--expand-list-depth must be at least 1 (the expansion's own passage), "
+        if self.list_depth < 0:
+            raise InputError(f"--expand-list-depth must not be negative (0 reads every passage of each list), "
                              f"got {self.list_depth}")
         if self.margin is not None and not -2 <= self.margin <= 2:
             raise InputError(f"--expand-margin is a difference of cosine similarities, in [-2, 2], got {self.margin}")
@@ -121,6 +125,12 @@ class ExpansionOptions:
             from corefsearch.models import check_model_folder
 
             check_model_folder(self.encoder, "--mention-encoder")
+        elif self.list_depth == 1 and self.expand:
+            import warnings
+
+            warnings.warn("--expand-from reader with --expand-list-depth 1 leaves the first round as it is: every top "
+                          "passage the reader read has a span, so all of them move up together. Give "
+                          "--expand-list-depth 0 (or more than 1) to fuse the expansions' searches", stacklevel=2)
 
     def source_for(self, has_reader: bool) -> str:
         return self.source or ("reader" if has_reader else "encoder")
@@ -155,7 +165,7 @@ class ExpansionOptions:
                    # runs written before the test existed had none
                    reciprocal=int(record.get("reciprocal", 0)),
                    # runs written before the option fused every passage of each list
-                   list_depth=int(record["list_depth"]) if record.get("list_depth") is not None else None)
+                   list_depth=int(record.get("list_depth", 0)))
 
 
 def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:
@@ -315,7 +325,7 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
             fused.append((query, list(hits[:k])))
             continue
         depth = options.reciprocal if _in_collection(retriever, query.passage_id) else 0
-        lists = [expansion_list(x, found[x.id])[:options.list_depth] for x in mine
+        lists = [expansion_list(x, found[x.id])[:options.list_depth or None] for x in mine
                  if finds_again(query, found[x.id], depth)]
         fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id) if lists
                       else list(hits[:k])))

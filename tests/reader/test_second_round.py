@@ -89,7 +89,7 @@ def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in expansions))
     assert read_queries(path) == expansions  # the queries file format, read back as it is
     fused = second_round(retriever, first, {"q1": expansions},
-                         ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=0), 10)
+                         ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=0, list_depth=0), 10)
     assert [q.id for q in retriever.asked] == ["q1>a", "q1>b"]
     assert {h.passage_id for h in fused[0][1]} == {"a", "b", "c", "x", "y"}
     assert expansion_query(QUERY, "p", "a b c", 2, 3).id == "q1>p"
@@ -106,7 +106,7 @@ def test_the_reciprocal_test_keeps_the_expansions_that_find_the_querys_passage_a
     retriever = Recorder({"q1>a": hits("x", "d1-0", "y"), "q1>b": hits("y", "x", "c")})
 
     def fused(depth: int, query: Query = QUERY) -> list[str]:
-        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=depth)
+        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=depth, list_depth=0)
         return [h.passage_id for h in second_round(retriever, [(query, first[0][1])], {query.id: expansions},
                                                    options, 10)[0][1]]
 
@@ -128,18 +128,18 @@ def test_the_list_depth_cuts_each_expansions_list_and_one_needs_no_search_withou
     expansions = {"q1": from_spans(QUERY, first[0][1], {"a": (18, 23), "b": (0, 5)}, texts, 2)}
     answers = {"q1>a": hits("x", "d1-0", "z"), "q1>b": hits("y", "x", "c")}
 
-    def fused(depth: int | None, reciprocal: int = 0) -> tuple[list[str], int]:
+    def fused(depth: int, reciprocal: int = 0) -> tuple[list[str], int]:
         retriever = Recorder(answers)
         options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=reciprocal, list_depth=depth)
         ranked = second_round(retriever, first, expansions, options, 10)[0][1]
         return [h.passage_id for h in ranked], len(retriever.asked)
 
-    def expected(depth: int | None) -> list[str]:
-        lists = [expansion_list(x, answers[x.id])[:depth] for x in expansions["q1"]]
+    def expected(depth: int) -> list[str]:
+        lists = [expansion_list(x, answers[x.id])[:depth or None] for x in expansions["q1"]]
         return [h.passage_id for h in fuse_rounds(first[0][1], lists, 1.0, 10, "d1-0")]
 
-    everything, searched = fused(None)
-    assert everything == expected(None) and searched == 2 and "x" in everything
+    everything, searched = fused(0)  # 0: every passage of each list
+    assert everything == expected(0) and searched == 2 and "x" in everything
     heads, searched = fused(1)  # each list is its expansion's own passage: nothing new, and no search
     assert heads == expected(1) and searched == 0 and set(heads) == {"a", "b", "c"}
     assert fused(2)[0] == expected(2) and "z" in everything and "z" not in fused(2)[0]
@@ -209,7 +209,7 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
                              (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
                              (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
                              (ExpansionOptions(rounds=2, margin=2.5), "--expand-margin is a difference"),
-                             (ExpansionOptions(rounds=2, list_depth=0), "--expand-list-depth must be at least 1"),
+                             (ExpansionOptions(rounds=2, list_depth=-1), "--expand-list-depth must not be negative"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
@@ -225,7 +225,7 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
     del recorded["reciprocal"], recorded["margin"], recorded["list_depth"]  # a run written before they existed
     assert ExpansionOptions.from_metadata(recorded).reciprocal == 0
     assert ExpansionOptions.from_metadata(recorded).margin is None
-    assert ExpansionOptions.from_metadata(recorded).list_depth is None  # every passage of each list, as then
+    assert ExpansionOptions.from_metadata(recorded).list_depth == 0  # every passage of each list, as then
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
@@ -274,10 +274,12 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
     assert margins["expansion"]["margin"] == 2 and margins["expansion"]["queries"] == encoded["expansion"]["queries"]
     assert read_run(tmp_path / "margin.trec") == read_run(tmp_path / "enc.trec")
     assert read_run(tmp_path / "enc.trec").keys() == run.keys()
-    heads = search(tiny_index, tiny_dataset, tmp_path / "heads.trec", "--rounds", "2", "--expand", "3",
-                   "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "1")
-    assert heads["expansion"]["list_depth"] == 1 and encoded["expansion"]["list_depth"] is None
-    for qid, scores in read_run(tmp_path / "heads.trec").items():  # only the first round's passages, reordered
+    deep = search(tiny_index, tiny_dataset, tmp_path / "deep.trec", "--rounds", "2", "--expand", "3",
+                  "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "0",
+                  "--expand-reciprocal", "10")
+    assert deep["expansion"]["list_depth"] == 0 and encoded["expansion"]["list_depth"] == 1
+    assert deep["expansion"]["reciprocal"] == 10 and encoded["expansion"]["reciprocal"] == 0
+    for qid, scores in read_run(tmp_path / "enc.trec").items():  # by default: the first round's passages, reordered
         assert set(scores) <= set(read_run(tmp_path / "plain.trec")[qid])
 
 
@@ -288,7 +290,7 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
                            (["--expand-min-similarity", "0.5"], "--expand-min-similarity: the second round's"),
                            (["--expand-margin", "0.05"], "--expand-margin: the second round's"),
                            (["--expand-list-depth", "1"], "--expand-list-depth: the second round's"),
-                           (["--rounds", "2", "--expand-list-depth", "0"], "--expand-list-depth must be at least 1"),
+                           (["--rounds", "2", "--expand-list-depth", "-1"], "--expand-list-depth must not be negative"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
                            (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):
@@ -345,7 +347,8 @@ def test_query_answers_with_a_second_round_and_as_a_cluster_holding_the_query_me
             "mention", "--device", "cpu", "--k", "5", "--json"]
     one = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5"])
     assert one.exit_code == 0, one.output
-    two = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--rounds", "2", "--expand", "2"])
+    two = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--rounds", "2", "--expand", "2",
+                              "--expand-list-depth", "0"])
     assert two.exit_code == 0, two.output
     answer = json.loads(two.output)
     assert answer["expansion"]["source"] == "reader" and len(answer["expansion"]["queries"]) <= 2

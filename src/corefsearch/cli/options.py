@@ -211,7 +211,7 @@ ExpandMinSimilarityOption = Annotated[Optional[float], typer.Option(  # noqa: UP
          "mention (cosine) gives no expansion (default 0.9, chosen on dev).")]
 ExpandReciprocalOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
     help="With --rounds 2: an expansion counts only when its own search ranks the query's passage in its top R "
-         "(0: every expansion counts; default 10, chosen on dev). Queries whose passage is not in the collection "
+         "(0: every expansion counts; default 0, chosen on dev). Queries whose passage is not in the collection "
          "(ad hoc ones) skip the test.")]
 ExpandMarginOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: an expansion mention counts only when its cosine to the query "
@@ -219,7 +219,8 @@ ExpandMarginOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
          "100th (searched that deep): a gate set by each query's own background, not a fixed cosine.")]
 ExpandListDepthOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
     help="With --rounds 2: how many passages of each expansion's list the fusion reads, its own passage first "
-         "(1: that passage alone; default: all).")]
+         "(0: all; default 1, chosen on dev: the top passages whose mention corefers move up, and with "
+         "--expand-reciprocal 0 nothing is searched).")]
 MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")]
 
