@@ -199,7 +199,8 @@ RoundsOption = Annotated[int, typer.Option(
     help="2: a second round from the coreferring mentions the first found in its top --expand passages (the "
          "reader's spans, or the mention encoder's nearest mentions), fused with the first.")]
 ExpandOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
-    help="With --rounds 2: the top N passages whose mentions search again (default 5, chosen on dev).")]
+    help="With --rounds 2: the top N passages whose coreferring mentions are kept, moved up and (with "
+         "--expand-list-depth 0 or > 1) searched again (default 5, chosen on dev).")]
 ExpandWeightOption = Annotated[Optional[float], typer.Option(  # noqa: UP045
     help="With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 4, chosen "
          "on dev).")]
