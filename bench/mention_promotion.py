@@ -32,7 +32,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +46,17 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def score(ranked: dict[str, list[str]], qrels: Any) -> str:
+def metrics(ranked: dict[str, list[str]], qrels: Any) -> dict[str, float]:
+    """MRR@10, mAP@10, R@10 and R@100 ×100 of ranked passage ids (``corefsearch evaluate``'s scorer)."""
     from corefsearch.evaluate.ranking import evaluate_run
 
     run = {qid: {pid: float(len(ids) - i) for i, pid in enumerate(ids)} for qid, ids in ranked.items()}
     aggregate = evaluate_run(run, qrels).aggregate
-    return " | ".join(f"{100 * float(aggregate[m]):.2f}" for m in METRICS)
+    return {m: 100 * float(aggregate[m]) for m in METRICS}
+
+
+def score(ranked: dict[str, list[str]], qrels: Any) -> str:
+    return " | ".join(f"{value:.2f}" for value in metrics(ranked, qrels).values())
 
 
 def promote(first: dict[str, list[str]], depth: int, chosen: Callable[[str, str], float | None],
@@ -65,6 +70,25 @@ def promote(first: dict[str, list[str]], depth: int, chosen: Callable[[str, str]
         keep = {pid for pid, _ in head}
         out[qid] = [pid for pid, _ in head] + [pid for pid in ids if pid not in keep]
     return out
+
+
+def annotated_first(first: dict[str, list[str]], queries: Mapping[str, Any],
+                    mentions: Mapping[str, list[dict[str, Any]]], depth: int) -> dict[str, list[str]]:
+    """The oracle: of each query's top ``depth`` passages, those holding an annotated mention (``mentions``: a
+    passage's ``mentions`` records of passages.jsonl) of the query's type, other than the query's own, first."""
+
+    def annotated(qid: str, pid: str) -> float | None:
+        query = queries[qid]
+        return 1.0 if any(m.get("type") == query.type and m["mention_id"] != qid
+                          for m in mentions.get(pid, ())) else None
+
+    return promote(first, depth, annotated, 0, "first")
+
+
+def passage_mentions(dataset: Path) -> dict[str, list[dict[str, Any]]]:
+    """``{passage id: its annotated mentions}`` of the dataset's passages.jsonl."""
+    with (dataset / "passages.jsonl").open(encoding="utf-8") as handle:
+        return {row["id"]: row.get("mentions", []) for row in map(json.loads, handle)}
 
 
 class Passages:
@@ -152,13 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     print(f"| first round | | | | {score(first, qrels)} |", flush=True)
 
-    def annotated(qid: str, pid: str) -> float | None:
-        query = queries[qid]
-        return 1.0 if any(m.get("type") == query.type and m["mention_id"] != qid
-                          for m in passages.rows[pid].get("mentions", [])) else None
-
+    mentions = {pid: row.get("mentions", []) for pid, row in passages.rows.items()}
     for depth in depths:
-        ranked = promote(first, depth, annotated, 0, "first")
+        ranked = annotated_first(first, queries, mentions, depth)
         print(f"| annotated first (oracle) | {depth} | | first | {score(ranked, qrels)} |", flush=True)
 
     if args.oracle_only:

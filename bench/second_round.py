@@ -25,7 +25,7 @@ margin test of ``--expand-margin``: an encoder's mention counts only when its co
 exceeds by the margin the highest of any mention in the first round's passages ranked 21st to 100th) and
 ``--list-depths`` (``--expand-list-depth``: how many passages of each expansion's list are fused, its own first).
 
-Every table also has the oracle row (``annotated_first``; bench/mention_promotion.py): the first round with its
+Every table also has the oracle row (``oracle_row``; bench/mention_promotion.py): the first round with its
 top N passages that hold an annotated mention of the query's type moved first. The encoder's expansions are
 annotated mentions, so that is what knowing them alone is worth. Dev's choice is also scored "heads only": each
 expansion's list is its own passage alone, as if its search had found nothing.
@@ -149,32 +149,26 @@ def gold_clusters(dataset: Path, expansion: Any) -> set[str]:
 
         for record in dataset_mention_records(dataset).values():
             GOLD.setdefault(record.passage_id, []).append(record)
-    if expansion is None:
-        return set()
     return {r.cluster_id for r in GOLD.get(expansion.passage_id, ())
             if r.start < expansion.end and expansion.start < r.end}
 
 
-def annotated_first(dataset: Path, first: list[Any], k: int, qrels: Path, depth: int) -> dict[str, float]:
-    """The oracle row (bench/mention_promotion.py): of each query's first-round top ``depth``, the passages that hold
-    an annotated mention of the query's type first. The encoder's expansions are annotated mentions, so on a
-    collection annotated only in part this is what knowing them alone is worth."""
-    from corefsearch.datasets.dataset import Dataset
-    from corefsearch.evaluate.ranking import evaluate_run
+def oracle_row(dataset: Path, first: list[Any], k: int, qrels: Path, depth: int) -> dict[str, float]:
+    """The oracle row (bench/mention_promotion.py's ``annotated_first``): of each query's first-round top ``depth``,
+    the passages that hold an annotated mention of the query's type first. The encoder's expansions are annotated
+    mentions, so on a collection annotated only in part this is what knowing them alone is worth."""
+    from mention_promotion import annotated_first, metrics, passage_mentions
+
     from corefsearch.io.trec import read_qrels
 
-    if not GOLD:
-        gold_clusters(dataset, None)
-    types = {m: c.type for c in Dataset(dataset).clusters() for m in c.mention_ids}
-    run = {}
-    for query, hits in first:
-        ids = [h.passage_id for h in hits[:k]]
-        head = [p for p in ids[:depth] if any(types.get(r.mention_id) == query.type and r.mention_id != query.id
-                                             for r in GOLD.get(p, ()))]
-        ranked = head + [p for p in ids if p not in set(head)]
-        run[query.id] = {pid: float(len(ranked) - i) for i, pid in enumerate(ranked)}
-    aggregate = evaluate_run(run, read_qrels(qrels)).aggregate
-    return {m: 100 * float(aggregate[m]) for m in METRICS}
+    if dataset not in MENTIONS:
+        MENTIONS[dataset] = passage_mentions(dataset)
+    ranked = annotated_first({q.id: [h.passage_id for h in hits[:k]] for q, hits in first}, {q.id: q for q, _ in first},
+                             MENTIONS[dataset], depth)
+    return metrics(ranked, read_qrels(qrels))
+
+
+MENTIONS: dict[Path, dict[str, list[dict[str, Any]]]] = {}  # dataset -> its passages' annotated mentions
 
 
 def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: int) -> bool:
@@ -187,11 +181,11 @@ def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: i
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
            k: int, qrels: Path, gate: float = -1.0, depth: int = 0, share: str = "kept",
-           margin: float | None = None, write: Path | None = None, heads_only: bool = False,
-           list_depth: int | None = None) -> dict[str, float]:
+           margin: float | None = None, write: Path | None = None, list_depth: int | None = None
+           ) -> dict[str, float]:
     """The scores of one setting (``write``: also write its fused run, TREC, for a reader to re-rank;
-    ``heads_only``: each expansion's list is its own passage alone, as if its search had found nothing;
-    ``list_depth``: each expansion's list is cut to its first ``list_depth`` passages, as ``--expand-list-depth``)."""
+    ``list_depth``: each expansion's list is cut to its first ``list_depth`` passages, as ``--expand-list-depth``;
+    1 is "heads only", as if its search had found nothing)."""
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.expansion import expansion_list, fuse_rounds
     from corefsearch.io.trec import read_qrels
@@ -201,7 +195,7 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
         top = {h.passage_id for h in hits[:n]}  # the top N passages' expansions, as the CLI takes them
         mine = [x for x in expansions[query.id] if x.passage_id in top and SIMILARITY.get(x.id, 1.0) >= gate
                 and (margin is None or MARGIN.get(x.id, math.inf) >= margin) and reciprocal(query, x, found, depth)]
-        lists = [expansion_list(x, [] if heads_only else found[x.id])[:list_depth] for x in mine]
+        lists = [expansion_list(x, found[x.id])[:list_depth] for x in mine]
         # share "kept": the second round weighs w whatever the number of expansions kept; "n": each kept
         # expansion weighs w / N, so the round weighs w only when all N passages gave one.
         scaled = weight if share == "kept" else weight * len(lists) / n if n else 0.0
@@ -371,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| N | w | gate | margin | R | share | " + " | ".join(METRICS)
           + " |\n| ---: | ---: | ---: | ---: | ---: | --- |" + " ---: |" * len(METRICS))
     print("| first round | | | | | | " + " | ".join(f"{base[m]:.2f}" for m in METRICS) + " |")
-    oracle = annotated_first(args.dataset, first, args.k, qrels, max(grid_n))
+    oracle = oracle_row(args.dataset, first, args.k, qrels, max(grid_n))
     print(f"| annotated first, top {max(grid_n)} (oracle) | | | | | | "
           + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
     grid_l = [None if x == "all" else int(x) for x in args.list_depths.split(",")]
@@ -392,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                                     best = (row["MRR@10"], n, w, g, r, share, mg, depth)
     if best[1]:
         heads = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
-                       heads_only=True)
+                       list_depth=1)
         print(f"| {best[1]} | {best[2]:g} | {best[3]:g} | {'off' if best[6] is None else best[6]} | {best[4]} | "
               f"{best[5]}, heads only (no search) | " + " | ".join(f"{heads[m]:.2f}" for m in METRICS) + " |")
     print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, share "
@@ -413,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTest, once ({len(first):,} queries), ×100:\n")
         print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
         print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
-        oracle = annotated_first(args.dataset, first, args.k, qrels, max(best[1], 1))
+        oracle = oracle_row(args.dataset, first, args.k, qrels, max(best[1], 1))
         print(f"| annotated first, top {max(best[1], 1)} (oracle) | "
               + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
         print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, "

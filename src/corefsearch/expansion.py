@@ -94,6 +94,11 @@ class ExpansionOptions:
     def active(self) -> bool:
         return self.rounds == 2
 
+    @property
+    def searches(self) -> bool:
+        """Whether the expansions are searched: for lists deeper than their own passage, or for the reciprocal test."""
+        return self.list_depth != 1 or self.reciprocal > 0
+
     def validate(self, has_reader: bool) -> None:
         if self.rounds not in (1, 2):
             raise InputError(f"--rounds must be 1 or 2, got {self.rounds}")
@@ -314,10 +319,10 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
     """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
     ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is."""
     flat = [x for query, _ in first for x in expansions.get(query.id, [])]
-    if options.list_depth == 1 and options.reciprocal == 0:
-        found: dict[str, list[Hit]] = {x.id: [] for x in flat}  # the lists are the expansions' own passages alone
-    else:
+    if options.searches:
         found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
+    else:
+        found = {x.id: [] for x in flat}  # the lists are the expansions' own passages alone
     fused = []
     for query, hits in first:
         mine = expansions.get(query.id, [])
