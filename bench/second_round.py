@@ -181,8 +181,8 @@ def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: i
 
 def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, list[Any]], n: int, weight: float,
            k: int, qrels: Path, gate: float = -1.0, depth: int = 0, share: str = "kept",
-           margin: float | None = None, write: Path | None = None, list_depth: int | None = None
-           ) -> dict[str, float]:
+           margin: float | None = None, write: Path | None = None, list_depth: int | None = None,
+           head: int = 0) -> dict[str, float]:
     """The scores of one setting (``write``: also write its fused run, TREC, for a reader to re-rank;
     ``list_depth``: each expansion's list is cut to its first ``list_depth`` passages, as ``--expand-list-depth``;
     1 is "heads only", as if its search had found nothing)."""
@@ -200,6 +200,10 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
         # expansion weighs w / N, so the round weighs w only when all N passages gave one.
         scaled = weight if share == "kept" else weight * len(lists) / n if n else 0.0
         ranked = fuse_rounds(hits, lists, scaled, k, query.passage_id) if n and mine else hits
+        if head and n and mine:  # the top `head` ranks from the lists' heads alone, the rest from the lists
+            heads = fuse_rounds(hits, [x[:1] for x in lists], scaled, k, query.passage_id)[:head]
+            seen = {h.passage_id for h in heads}
+            ranked = [*heads, *(h for h in ranked if h.passage_id not in seen)][:k]
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
     if write is not None:
         from corefsearch.io.trec import RunRow, write_run
@@ -301,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list-depths", default="all",
                         help="how many passages of each expansion's list the fusion reads (its own first; all: every "
                              "one), comma-separated, as --expand-list-depth")
+    parser.add_argument("--heads", default="0",
+                        help="H: the top H ranks come from each list's own passage alone, the rest from the lists "
+                             "(0: no such split)")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -369,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| annotated first, top {max(grid_n)} (oracle) | | | | | | "
           + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
     grid_l = [None if x == "all" else int(x) for x in args.list_depths.split(",")]
+    grid_h = [int(x) for x in args.heads.split(",")]
     best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept", None, None)
     for n in grid_n:
         for w in grid_w:
@@ -376,10 +384,11 @@ def main(argv: list[str] | None = None) -> int:
                 for mg in grid_m:
                     for r in grid_r:
                         for share in grid_s:
-                            for depth in grid_l:
+                            for depth, head in ((d, h) for d in grid_l for h in grid_h):
                                 row = scores(first, expansions, found, n, w, args.k, qrels, g, r, share, mg,
-                                             list_depth=depth)
+                                             list_depth=depth, head=head)
                                 label = share if depth is None else f"{share}, lists {depth} deep"
+                                label += f", top {head} from the heads" if head else ""
                                 print(f"| {n} | {w:g} | {g:g} | {'off' if mg is None else mg} | {r} | {label} | "
                                       + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
                                 if row["MRR@10"] > best[0]:

@@ -1,9 +1,10 @@
 """Numeric precision of the forward passes: ``--precision auto|fp32|bf16|fp16`` (the floor: no wing).
 
-On a GPU, bf16 autocast (``torch.autocast``) runs the encoder's matrix products at several times
-the fp32 rate with the same dev scores (``bench/RESULTS.md``, "On a GPU"); on a CPU without
-bf16 units it is slower, so ``auto`` is bf16 on a GPU that has it, fp16 on an older GPU, and fp32
-on the CPU. The weights stay fp32 (autocast casts per operation), so a model trained in bf16 is
+On a GPU, bf16 autocast (``torch.autocast``) runs the matrix products on the card's bf16 units;
+on a CPU without bf16 units it is slower, so ``auto`` is bf16 on a GPU that has it, fp16 on an
+older GPU, and fp32 on the CPU. For the bundled 22M-parameter all-MiniLM-L6-v2 the card's
+arithmetic is not what limits: on one H100 bf16 ran no faster than fp32 (``bench/RESULTS.md``,
+"On a GPU"). The weights stay fp32 (autocast casts per operation), so a model trained in bf16 is
 saved, loaded and searched like any other, and an index built in one precision is searched in
 another.
 
