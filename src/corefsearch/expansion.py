@@ -35,7 +35,10 @@ used as a query, reaches passages the first wording missed. So the second round:
    expansion's list count (``--expand-list-depth L``; 0: all). With L = 1 each list is its own passage
    alone: the second round moves up the top passages whose mention it kept, and searches only for the
    reciprocal test, not at all with R = 0. Dev chose L = 1 and R = 0, the defaults: the searches cost
-   more MRR@10 than they bring (bench/RESULTS.md, "How deep each expansion's list is read").
+   more MRR@10 than they bring (bench/RESULTS.md, "How deep each expansion's list is read"). With deeper lists,
+   ``--expand-head H`` takes the top H ranks from the lists' own passages alone (the order L = 1 gives) and the
+   rest from the whole lists: the searches then fill the ranks below H, where they raise R@100, and leave the top
+   H, where they cost MRR@10, as the heads order it (bench/RESULTS.md, "The head and the tail").
 
 ``N = 0`` leaves the first round as it is. The run's metadata records the expansion
 (``ExpansionOptions.describe``; :meth:`ExpansionOptions.from_metadata` reads it back).
@@ -62,6 +65,7 @@ DEFAULT_MIN_SIMILARITY = 0.9
 DEFAULT_RECIPROCAL = 0
 DEFAULT_MARGIN: float | None = None
 DEFAULT_LIST_DEPTH = 1
+DEFAULT_HEAD = 0
 # The margin test's background: the first round's passages ranked 21st to 100th, which mostly hold other
 # events; with the test on, the first round is searched at least this deep.
 BACKGROUND_FROM = 20
@@ -73,7 +77,7 @@ RRF_K = 60  # Cormack et al. (2009), and Pyserini's default
 class ExpansionOptions:
     """``--rounds``, ``--expand N``, ``--expand-weight W``, ``--expand-from reader|encoder``,
     ``--mention-encoder DIR`` (for ``encoder``), ``--expand-min-similarity``, ``--expand-reciprocal R``,
-    ``--expand-margin δ`` and ``--expand-list-depth L``."""
+    ``--expand-margin δ``, ``--expand-list-depth L`` and ``--expand-head H``."""
 
     rounds: int = 1
     expand: int = DEFAULT_EXPAND
@@ -89,6 +93,8 @@ class ExpansionOptions:
     margin: float | None = DEFAULT_MARGIN
     # how many passages of each expansion's list (its own passage first) the fusion reads (0: all of them)
     list_depth: int = DEFAULT_LIST_DEPTH
+    # the top H ranks from each list's own passage alone, the rest from the lists read to list_depth (0: no split)
+    head: int = DEFAULT_HEAD
 
     @property
     def active(self) -> bool:
@@ -113,12 +119,20 @@ class ExpansionOptions:
         if self.list_depth < 0:
             raise InputError(f"--expand-list-depth must not be negative (0 reads every passage of each list), "
                              f"got {self.list_depth}")
+        if self.head < 0:
+            raise InputError(f"--expand-head must not be negative (0: no split), got {self.head}")
         if self.margin is not None and not -2 <= self.margin <= 2:
             raise InputError(f"--expand-margin is a difference of cosine similarities, in [-2, 2], got {self.margin}")
         if self.source is not None and self.source not in EXPAND_SOURCES:
             raise InputError(f"--expand-from must be one of {', '.join(EXPAND_SOURCES)}, got {self.source!r}")
         if not self.active:
             return
+        if self.head and self.list_depth == 1:
+            import warnings
+
+            warnings.warn(f"--expand-head {self.head} with --expand-list-depth 1 changes nothing: every list is its "
+                          "own passage alone. Give --expand-list-depth 0 (or more than 1) for a tail from the "
+                          "expansions' searches", stacklevel=2)
         source = self.source_for(has_reader)
         if source == "reader" and not has_reader:
             raise InputError("--expand-from reader takes the spans of --reader: add --reader MODEL_DIR, or use "
@@ -156,7 +170,7 @@ class ExpansionOptions:
                 "min_similarity": self.min_similarity if source == "encoder" else None,
                 "margin": self.margin if source == "encoder" else None,
                 "background_ranks": [BACKGROUND_FROM + 1, BACKGROUND_DEPTH] if source == "encoder" else None,
-                "reciprocal": self.reciprocal, "list_depth": self.list_depth}
+                "reciprocal": self.reciprocal, "list_depth": self.list_depth, "head": self.head}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
@@ -170,7 +184,8 @@ class ExpansionOptions:
                    # runs written before the test existed had none
                    reciprocal=int(record.get("reciprocal", 0)),
                    # runs written before the option fused every passage of each list
-                   list_depth=int(record.get("list_depth", 0)))
+                   list_depth=int(record.get("list_depth", 0)),
+                   head=int(record.get("head", 0)))  # runs written before it had no split
 
 
 def expansion_query(query: Query, passage_id: str, text: str, start: int, end: int) -> Query:
@@ -332,9 +347,25 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
         depth = options.reciprocal if _in_collection(retriever, query.passage_id) else 0
         lists = [expansion_list(x, found[x.id])[:options.list_depth or None] for x in mine
                  if finds_again(query, found[x.id], depth)]
-        fused.append((query, fuse_rounds(hits, lists, options.weight, k, query.passage_id) if lists
+        fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head) if lists
                       else list(hits[:k])))
     return fused
+
+
+def head_and_tail(first: Sequence[Hit], lists: Sequence[Sequence[Hit]], weight: float, k: int, exclude: str | None,
+                  head: int) -> list[Hit]:
+    """:func:`fuse_rounds` of the lists, except that its top ``head`` ranks are those of the fusion of the lists' own
+    passages alone (their first hits), in that order (0: the fusion of the lists). The head keeps its scores there,
+    raised by one constant where needed to stay above the tail's, so that the scores still descend with the ranks
+    (trec_eval orders a run by its scores)."""
+    fused = fuse_rounds(first, lists, weight, k, exclude)
+    if not head:
+        return fused
+    top = fuse_rounds(first, [hits[:1] for hits in lists], weight, k, exclude)[:head]
+    seen = {hit.passage_id for hit in top}
+    tail = [hit for hit in fused if hit.passage_id not in seen][:max(k - len(top), 0)]
+    lift = max(0.0, tail[0].score - top[-1].score + 1e-6) if top and tail else 0.0  # a run keeps 6 decimals
+    return [*(Hit(hit.passage_id, hit.score + lift) for hit in top), *tail]
 
 
 def _in_collection(retriever: Any, passage_id: str) -> bool:

@@ -25,6 +25,7 @@ from corefsearch.expansion import (
     expansion_query,
     from_spans,
     fuse_rounds,
+    head_and_tail,
     second_round,
 )
 from corefsearch.io.trec import read_run
@@ -201,6 +202,33 @@ def test_the_margin_test_keeps_the_mentions_clearly_nearer_than_the_first_rounds
     assert len(second_round(Recorder(), first, {"q1": []}, on, 10)[0][1]) == 10
 
 
+def test_the_head_comes_from_the_lists_own_passages_and_the_tail_from_their_searches() -> None:
+    first = [(QUERY, hits("a", "b", "c", "d"))]
+    texts = {"c": "Smoke rose as the blaze spread .", "d": "Crews left ."}
+    expansions = {"q1": from_spans(QUERY, first[0][1], {"c": (18, 23), "d": (0, 5)}, texts, 4)}
+    # Both searches rank x and y first, so with whole lists they would take the top ranks.
+    answers = {"q1>c": hits("x", "y", "a"), "q1>d": hits("x", "y", "b")}
+
+    def fused(head: int, depth: int = 0, k: int = 10) -> list[Hit]:
+        options = ExpansionOptions(rounds=2, expand=4, weight=4.0, reciprocal=0, list_depth=depth, head=head)
+        return second_round(Recorder(answers), first, expansions, options, k)[0][1]
+
+    lists = [expansion_list(x, answers[x.id]) for x in expansions["q1"]]
+    whole = [h.passage_id for h in fuse_rounds(first[0][1], lists, 4.0, 10, "d1-0")]
+    heads = [h.passage_id for h in fuse_rounds(first[0][1], [x[:1] for x in lists], 4.0, 10, "d1-0")]
+    assert [h.passage_id for h in fused(0)] == whole and whole[:2] != heads[:2]
+    two = fused(2)
+    assert [h.passage_id for h in two][:2] == heads[:2] == ["c", "d"]  # the passages whose mention was kept
+    assert [h.passage_id for h in two][2:] == [p for p in whole if p not in heads[:2]]
+    assert [h.score for h in two] == sorted((h.score for h in two), reverse=True)  # scores follow the ranks
+    assert two[1].score - two[2].score >= 1e-6  # apart at a run file's 6 decimals
+    assert {h.passage_id for h in fused(10)} == set(whole)  # a head as deep as the run: only the order changes
+    assert [h.passage_id for h in fused(10)][:4] == heads[:4]
+    assert len(fused(2, k=3)) == 3
+    assert [h.passage_id for h in fused(2, depth=1)] == heads  # lists one deep: the head is all there is
+    assert head_and_tail(first[0][1], [], 4.0, 10, "d1-0", 2) == fuse_rounds(first[0][1], [], 4.0, 10, "d1-0")
+
+
 def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(tmp_path: Path) -> None:
     for options, message in ((ExpansionOptions(rounds=3), "--rounds must be 1 or 2"),
                              (ExpansionOptions(rounds=2, expand=-1), "--expand must not be negative"),
@@ -210,6 +238,7 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
                              (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
                              (ExpansionOptions(rounds=2, margin=2.5), "--expand-margin is a difference"),
                              (ExpansionOptions(rounds=2, list_depth=-1), "--expand-list-depth must not be negative"),
+                             (ExpansionOptions(rounds=2, head=-1), "--expand-head must not be negative"),
                              (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
                              (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
@@ -217,15 +246,16 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
         with pytest.raises(CorefSearchError, match=message):
             options.validate(has_reader=False)
     options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path,
-                               min_similarity=0.8, reciprocal=3, margin=0.02, list_depth=1)
+                               min_similarity=0.8, reciprocal=3, margin=0.02, list_depth=0, head=10)
     recorded = json.loads(json.dumps(options.describe(False)))
     assert recorded["background_ranks"] == [BACKGROUND_FROM + 1, BACKGROUND_DEPTH]
     assert ExpansionOptions.from_metadata(recorded) == \
-        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3, 0.02, 1)
-    del recorded["reciprocal"], recorded["margin"], recorded["list_depth"]  # a run written before they existed
+        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3, 0.02, 0, 10)
+    del recorded["reciprocal"], recorded["margin"], recorded["list_depth"], recorded["head"]  # a run from before them
     assert ExpansionOptions.from_metadata(recorded).reciprocal == 0
     assert ExpansionOptions.from_metadata(recorded).margin is None
     assert ExpansionOptions.from_metadata(recorded).list_depth == 0  # every passage of each list, as then
+    assert ExpansionOptions.from_metadata(recorded).head == 0
     with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
     assert with_reader.describe(True)["source"] == "reader"
     assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
@@ -279,6 +309,12 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
                   "--expand-reciprocal", "10")
     assert deep["expansion"]["list_depth"] == 0 and encoded["expansion"]["list_depth"] == 1
     assert deep["expansion"]["reciprocal"] == 10 and encoded["expansion"]["reciprocal"] == 0
+    headed = search(tiny_index, tiny_dataset, tmp_path / "headed.trec", "--rounds", "2", "--expand", "3",
+                    "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "0",
+                    "--expand-reciprocal", "10", "--expand-head", "10")
+    assert headed["expansion"]["head"] == 10 and deep["expansion"]["head"] == 0
+    for qid, scores in read_run(tmp_path / "headed.trec").items():  # a head as deep as the run: the same passages
+        assert set(scores) == set(read_run(tmp_path / "deep.trec")[qid])
     for qid, scores in read_run(tmp_path / "enc.trec").items():  # by default: the first round's passages, reordered
         assert set(scores) <= set(read_run(tmp_path / "plain.trec")[qid])
 
@@ -291,6 +327,8 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
                            (["--expand-margin", "0.05"], "--expand-margin: the second round's"),
                            (["--expand-list-depth", "1"], "--expand-list-depth: the second round's"),
                            (["--rounds", "2", "--expand-list-depth", "-1"], "--expand-list-depth must not be negative"),
+                           (["--expand-head", "10"], "--expand-head: the second round's"),
+                           (["--rounds", "2", "--expand-head", "-1"], "--expand-head must not be negative"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
                            (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):

@@ -222,6 +222,10 @@ ExpandListDepthOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
     help="With --rounds 2: how many passages of each expansion's list the fusion reads, its own passage first "
          "(0: all; default 1, chosen on dev: the top passages whose mention corefers move up, and with "
          "--expand-reciprocal 0 nothing is searched).")]
+ExpandHeadOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
+    help="With --rounds 2 and --expand-list-depth 0 (or > 1): the top H ranks come from the expansions' own "
+         "passages alone (as --expand-list-depth 1 orders them), the rest from their searches (0: no such split; "
+         "the default).")]
 MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     help="With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")]
 
@@ -229,25 +233,25 @@ MentionEncoderOption = Annotated[Optional[Path], typer.Option(  # noqa: UP045
 def expansion_options(rounds: int, expand: int | None, weight: float | None, source: str | None,
                       encoder: Path | None, encoder_alone: bool = False, min_similarity: float | None = None,
                       reciprocal: int | None = None, margin: float | None = None,
-                      list_depth: int | None = None) -> Any:
+                      list_depth: int | None = None, head: int | None = None) -> Any:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
     ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
     from corefsearch.expansion import ExpansionOptions
 
     if rounds == 1:
-        settings = (expand, weight, source, min_similarity, reciprocal, margin, list_depth)
+        settings = (expand, weight, source, min_similarity, reciprocal, margin, list_depth, head)
         if encoder_alone and encoder is not None and settings == (None,) * len(settings):
             return ExpansionOptions(encoder=encoder)
         given = [name for name, value in (("--expand", expand), ("--expand-weight", weight),
                                           ("--expand-from", source), ("--expand-min-similarity", min_similarity),
                                           ("--expand-reciprocal", reciprocal), ("--expand-margin", margin),
-                                          ("--expand-list-depth", list_depth),
+                                          ("--expand-list-depth", list_depth), ("--expand-head", head),
                                           *((("--mention-encoder", encoder),) if not encoder_alone else ()))
                  if value is not None]
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
     given_values = {"expand": expand, "weight": weight, "min_similarity": min_similarity, "reciprocal": reciprocal,
-                    "margin": margin, "list_depth": list_depth}
+                    "margin": margin, "list_depth": list_depth, "head": head}
     return ExpansionOptions(rounds, source=source, encoder=encoder,
                             **{name: value for name, value in given_values.items() if value is not None})

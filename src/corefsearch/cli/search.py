@@ -19,6 +19,7 @@ from corefsearch.cli.options import (
     DeviceOption,
     EfSearchOption,
     ExpandFromOption,
+    ExpandHeadOption,
     ExpandListDepthOption,
     ExpandMarginOption,
     ExpandMinSimilarityOption,
@@ -94,6 +95,7 @@ def search_command(
     expand_reciprocal: ExpandReciprocalOption = None,
     expand_margin: ExpandMarginOption = None,
     expand_list_depth: ExpandListDepthOption = None,
+    expand_head: ExpandHeadOption = None,
     mention_encoder: MentionEncoderOption = None,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out).
@@ -109,7 +111,7 @@ def search_command(
                                 expansion=expansion_options(rounds, expand, expand_weight, expand_from,
                                                             mention_encoder, min_similarity=expand_min_similarity,
                                                             reciprocal=expand_reciprocal, margin=expand_margin,
-                                                            list_depth=expand_list_depth))
+                                                            list_depth=expand_list_depth, head=expand_head))
     print_search_summary(summary, console)
 
 
@@ -154,6 +156,7 @@ def query_command(
     expand_reciprocal: ExpandReciprocalOption = None,
     expand_margin: ExpandMarginOption = None,
     expand_list_depth: ExpandListDepthOption = None,
+    expand_head: ExpandHeadOption = None,
     mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --expand-from encoder.")] = None,
     cluster: Annotated[bool, typer.Option(
@@ -177,7 +180,7 @@ def query_command(
                                                          encoder_alone=True,
                                                          min_similarity=expand_min_similarity,
                                                          reciprocal=expand_reciprocal, margin=expand_margin,
-                                                         list_depth=expand_list_depth),
+                                                         list_depth=expand_list_depth, head=expand_head),
                              cluster=cluster)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
@@ -231,6 +234,7 @@ def serve_command(
     expand_reciprocal: ExpandReciprocalOption = None,
     expand_margin: ExpandMarginOption = None,
     expand_list_depth: ExpandListDepthOption = None,
+    expand_head: ExpandHeadOption = None,
     mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster "
              "view) and of --rounds 2 --expand-from encoder.")] = None,
@@ -258,7 +262,7 @@ def serve_command(
                                                                mention_encoder, encoder_alone=True,
                                                                min_similarity=expand_min_similarity,
                                                                reciprocal=expand_reciprocal, margin=expand_margin,
-                                                               list_depth=expand_list_depth))
+                                                               list_depth=expand_list_depth, head=expand_head))
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
         err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
                           f"{', '.join(engine.retrievers)}", markup=False, highlight=False)
