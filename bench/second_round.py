@@ -23,7 +23,8 @@ R, as ``--expand-reciprocal`` does) and ``--shares`` (``kept``: the second round
 among the expansions kept, as the CLI does; ``n``: each kept expansion weighs w / N) and ``--margins`` (the
 margin test of ``--expand-margin``: an encoder's mention counts only when its cosine to the query mention
 exceeds by the margin the highest of any mention in the first round's passages ranked 21st to 100th) and
-``--list-depths`` (``--expand-list-depth``: how many passages of each expansion's list are fused, its own first).
+``--list-depths`` (``--expand-list-depth``: how many passages of each expansion's list are fused, its own first) and
+``--heads`` (``--expand-head``: the top H ranks from the lists' own passages alone, the rest from the lists).
 
 Every table also has the oracle row (``oracle_row``; bench/mention_promotion.py): the first round with its
 top N passages that hold an annotated mention of the query's type moved first. The encoder's expansions are
@@ -38,7 +39,7 @@ reader to re-rank after the second round (bench/rerank_run.py).
 
 Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder M [--k 100]
 [--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--gates 0.8,0.9] [--reciprocal 0,10] [--shares kept,n]
-[--margins none,0,0.02] [--list-depths 1,5,all] [--first-run RUN [--spans RUN.spans.jsonl]]
+[--margins none,0,0.02] [--list-depths 1,5,all] [--heads 0,10] [--first-run RUN [--spans RUN.spans.jsonl]]
 [--write-runs FOLDER] [--test [--test-first-run RUN]]``.
 """
 
@@ -187,7 +188,7 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
     ``list_depth``: each expansion's list is cut to its first ``list_depth`` passages, as ``--expand-list-depth``;
     1 is "heads only", as if its search had found nothing)."""
     from corefsearch.evaluate.ranking import evaluate_run
-    from corefsearch.expansion import expansion_list, fuse_rounds
+    from corefsearch.expansion import expansion_list, head_and_tail
     from corefsearch.io.trec import read_qrels
 
     run = {}
@@ -199,11 +200,8 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
         # share "kept": the second round weighs w whatever the number of expansions kept; "n": each kept
         # expansion weighs w / N, so the round weighs w only when all N passages gave one.
         scaled = weight if share == "kept" else weight * len(lists) / n if n else 0.0
-        ranked = fuse_rounds(hits, lists, scaled, k, query.passage_id) if n and mine else hits
-        if head and n and mine:  # the top `head` ranks from the lists' heads alone, the rest from the lists
-            heads = fuse_rounds(hits, [x[:1] for x in lists], scaled, k, query.passage_id)[:head]
-            seen = {h.passage_id for h in heads}
-            ranked = [*heads, *(h for h in ranked if h.passage_id not in seen)][:k]
+        # head: the top `head` ranks from the lists' own passages alone, the rest from the lists (--expand-head)
+        ranked = head_and_tail(hits, lists, scaled, k, query.passage_id, head) if n and mine else hits
         run[query.id] = {h.passage_id: float(len(ranked) - i) for i, h in enumerate(ranked)}  # ranks, tie-free
     if write is not None:
         from corefsearch.io.trec import RunRow, write_run

@@ -90,7 +90,7 @@ def test_n_zero_is_the_first_round_and_an_expansion_query_is_a_query_record(tmp_
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in expansions))
     assert read_queries(path) == expansions  # the queries file format, read back as it is
     fused = second_round(retriever, first, {"q1": expansions},
-                         ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=0, list_depth=0), 10)
+                         ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=0, list_depth=0, head=0), 10)
     assert [q.id for q in retriever.asked] == ["q1>a", "q1>b"]
     assert {h.passage_id for h in fused[0][1]} == {"a", "b", "c", "x", "y"}
     assert expansion_query(QUERY, "p", "a b c", 2, 3).id == "q1>p"
@@ -107,7 +107,7 @@ def test_the_reciprocal_test_keeps_the_expansions_that_find_the_querys_passage_a
     retriever = Recorder({"q1>a": hits("x", "d1-0", "y"), "q1>b": hits("y", "x", "c")})
 
     def fused(depth: int, query: Query = QUERY) -> list[str]:
-        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=depth, list_depth=0)
+        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=depth, list_depth=0, head=0)
         return [h.passage_id for h in second_round(retriever, [(query, first[0][1])], {query.id: expansions},
                                                    options, 10)[0][1]]
 
@@ -131,7 +131,8 @@ def test_the_list_depth_cuts_each_expansions_list_and_one_needs_no_search_withou
 
     def fused(depth: int, reciprocal: int = 0) -> tuple[list[str], int]:
         retriever = Recorder(answers)
-        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=reciprocal, list_depth=depth)
+        options = ExpansionOptions(rounds=2, expand=2, weight=1.0, reciprocal=reciprocal, list_depth=depth,
+                                   head=0)
         ranked = second_round(retriever, first, expansions, options, 10)[0][1]
         return [h.passage_id for h in ranked], len(retriever.asked)
 
@@ -305,18 +306,29 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
     assert read_run(tmp_path / "margin.trec") == read_run(tmp_path / "enc.trec")
     assert read_run(tmp_path / "enc.trec").keys() == run.keys()
     deep = search(tiny_index, tiny_dataset, tmp_path / "deep.trec", "--rounds", "2", "--expand", "3",
-                  "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "0",
-                  "--expand-reciprocal", "10")
-    assert deep["expansion"]["list_depth"] == 0 and encoded["expansion"]["list_depth"] == 1
+                  "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-reciprocal", "10",
+                  "--expand-head", "0")
+    assert deep["expansion"]["list_depth"] == 0 == encoded["expansion"]["list_depth"]
     assert deep["expansion"]["reciprocal"] == 10 and encoded["expansion"]["reciprocal"] == 0
+    assert deep["expansion"]["head"] == 0 and encoded["expansion"]["head"] == 10
     headed = search(tiny_index, tiny_dataset, tmp_path / "headed.trec", "--rounds", "2", "--expand", "3",
-                    "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "0",
-                    "--expand-reciprocal", "10", "--expand-head", "10")
-    assert headed["expansion"]["head"] == 10 and deep["expansion"]["head"] == 0
+                    "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-reciprocal", "10")
+    assert headed["expansion"]["head"] == 10 and headed["expansion"]["list_depth"] == 0
     for qid, scores in read_run(tmp_path / "headed.trec").items():  # a head as deep as the run: the same passages
         assert set(scores) == set(read_run(tmp_path / "deep.trec")[qid])
-    for qid, scores in read_run(tmp_path / "enc.trec").items():  # by default: the first round's passages, reordered
-        assert set(scores) <= set(read_run(tmp_path / "plain.trec")[qid])
+    # By default the head (10) is as deep as the run (k 10): the first round's passages come first, in the order
+    # the lists' own passages alone give them (--expand-list-depth 1), and the searches add passages only below.
+    heads = search(tiny_index, tiny_dataset, tmp_path / "heads.trec", "--rounds", "2", "--expand", "3",
+                   "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "1")
+    assert heads["expansion"]["list_depth"] == 1
+    plain, by_heads = read_run(tmp_path / "plain.trec"), read_run(tmp_path / "heads.trec")
+    added = 0
+    for qid, scores in read_run(tmp_path / "enc.trec").items():
+        ranked = sorted(scores, key=lambda pid: -scores[pid])
+        assert set(by_heads[qid]) == set(plain[qid])
+        assert ranked[:len(by_heads[qid])] == sorted(by_heads[qid], key=lambda pid: -by_heads[qid][pid])
+        added += len(ranked) - len(plain[qid])
+    assert added > 0  # this small collection leaves room below the first round's passages
 
 
 def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
