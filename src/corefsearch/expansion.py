@@ -38,8 +38,10 @@ used as a query, reaches passages the first wording missed. So the second round:
    (bench/RESULTS.md, "How deep each expansion's list is read"), so ``--expand-head H`` takes the top H ranks
    from the lists' own passages alone (the order L = 1 gives) and the rest from the lists read to L: the
    searches then fill the ranks below H, where they raise R@100, and leave the top H, where they cost MRR@10,
-   as the heads order it. Dev chose L = 0 (all), H = 10, R = 0, N = 10, w = 4 and the cosine 0.8, the
-   defaults (bench/RESULTS.md, "The head and the tail").
+   as the heads order it. A head that fills the run (H ≥ k, over a first round of k passages) leaves them no
+   rank, so nothing is searched then (:func:`needs_search`): ``serve``'s top 10 costs no search. Dev chose
+   L = 0 (all), H = 10, R = 0, N = 10, w = 4 and the cosine 0.8, the defaults (bench/RESULTS.md, "The head and
+   the tail").
 
 ``N = 0`` leaves the first round as it is. The run's metadata records the expansion
 (``ExpansionOptions.describe``; :meth:`ExpansionOptions.from_metadata` reads it back).
@@ -100,11 +102,6 @@ class ExpansionOptions:
     @property
     def active(self) -> bool:
         return self.rounds == 2
-
-    @property
-    def searches(self) -> bool:
-        """Whether the expansions are searched: for lists deeper than their own passage, or for the reciprocal test."""
-        return self.list_depth != 1 or self.reciprocal > 0
 
     def validate(self, has_reader: bool) -> None:
         if self.rounds not in (1, 2):
@@ -328,11 +325,10 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
                  options: ExpansionOptions, k: int) -> list[tuple[Query, list[Hit]]]:
     """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
     ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is."""
-    flat = [x for query, _ in first for x in expansions.get(query.id, [])]
-    if options.searches:
-        found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
-    else:
-        found = {x.id: [] for x in flat}  # the lists are the expansions' own passages alone
+    flat = [x for query, hits in first if needs_search(options, hits, k) for x in expansions.get(query.id, [])]
+    found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
+    for query, _ in first:  # the others' lists are their own passages alone (nothing below would be shown)
+        found.update({x.id: [] for x in expansions.get(query.id, []) if x.id not in found})
     fused = []
     for query, hits in first:
         mine = expansions.get(query.id, [])
@@ -361,6 +357,15 @@ def head_and_tail(first: Sequence[Hit], lists: Sequence[Sequence[Hit]], weight: 
     tail = [hit for hit in fused if hit.passage_id not in seen][:max(k - len(top), 0)]
     lift = max(0.0, tail[0].score - top[-1].score + 1e-6) if top and tail else 0.0  # a run keeps 6 decimals
     return [*(Hit(hit.passage_id, hit.score + lift) for hit in top), *tail]
+
+
+def needs_search(options: ExpansionOptions, hits: Sequence[Hit], k: int) -> bool:
+    """Whether the expansions of a query whose first round found ``hits`` are searched, for a run of depth ``k``:
+    for lists deeper than their own passage, unless the head fills the run (``head ≥ k`` over a first round of
+    ``k`` passages: no rank is left for the searches' passages); and for the reciprocal test."""
+    if options.reciprocal > 0:
+        return True
+    return options.list_depth != 1 and not (options.head >= k and len(hits) >= k)
 
 
 def _in_collection(retriever: Any, passage_id: str) -> bool:

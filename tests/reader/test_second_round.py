@@ -226,6 +226,19 @@ def test_the_head_comes_from_the_lists_own_passages_and_the_tail_from_their_sear
     assert {h.passage_id for h in fused(10)} == set(whole)  # a head as deep as the run: only the order changes
     assert [h.passage_id for h in fused(10)][:4] == heads[:4]
     assert len(fused(2, k=3)) == 3
+    # A head that fills the run (k passages of the first round, head ≥ k) leaves no rank for the searches' passages:
+    # nothing is searched, and the run is the heads' order.
+    for head, k, searched in ((4, 4, 0), (5, 4, 0), (3, 4, 2), (4, 5, 2)):
+        retriever = Recorder(answers)
+        options = ExpansionOptions(rounds=2, expand=4, weight=4.0, reciprocal=0, list_depth=0, head=head)
+        ranked = second_round(retriever, first, expansions, options, k)[0][1]
+        assert len(retriever.asked) == searched
+        if not searched:
+            assert [h.passage_id for h in ranked] == heads[:k]
+    with_test = ExpansionOptions(rounds=2, expand=4, weight=4.0, reciprocal=3, list_depth=0, head=10)
+    retriever = Recorder(answers)
+    second_round(retriever, first, expansions, with_test, 4)
+    assert len(retriever.asked) == 2  # searched for the reciprocal test
     assert [h.passage_id for h in fused(2, depth=1)] == heads  # lists one deep: the head is all there is
     assert head_and_tail(first[0][1], [], 4.0, 10, "d1-0", 2) == fuse_rounds(first[0][1], [], 4.0, 10, "d1-0")
 
