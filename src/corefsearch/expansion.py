@@ -325,10 +325,11 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
                  options: ExpansionOptions, k: int) -> list[tuple[Query, list[Hit]]]:
     """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
     ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is."""
+    # Expansions not searched have lists of their own passage alone (nothing below it would be read or shown).
+    found: dict[str, list[Hit]] = {x.id: [] for query, _ in first for x in expansions.get(query.id, [])}
     flat = [x for query, hits in first if needs_search(options, hits, k) for x in expansions.get(query.id, [])]
-    found = {x.id: hits for x, hits in retriever.search(flat, k)} if flat else {}
-    for query, _ in first:  # the others' lists are their own passages alone (nothing below would be shown)
-        found.update({x.id: [] for x in expansions.get(query.id, []) if x.id not in found})
+    if flat:
+        found.update((x.id, hits) for x, hits in retriever.search(flat, k))
     fused = []
     for query, hits in first:
         mine = expansions.get(query.id, [])
