@@ -147,6 +147,8 @@ DENSE_SHARD = ManifestKind("corefsearch-dense-shard", "dense shard manifest", 1)
 DENSE_PARTIAL = ManifestKind("corefsearch-dense-partial", "record of an interrupted dense encoding", 1)
 RUN = ManifestKind("corefsearch-run", "run metadata")
 ONNX_EXPORT = ManifestKind("corefsearch-onnx-export", "ONNX export record")
+PREDICTED_MENTIONS = ManifestKind("corefsearch-predicted-mentions", "predicted mentions manifest", 1)
+DETECTOR = ManifestKind("corefsearch-detector", "mention detector configuration", 1)
 
 
 def training_kind(model: str) -> ManifestKind:

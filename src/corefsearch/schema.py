@@ -238,6 +238,39 @@ class Passage:
 
 
 @dataclass
+class PredictedMention:
+    """A mention found by a detector (``corefsearch detect``), never a gold one: offsets into the text
+    of its passage (``end`` exclusive), its type, the detector's score and the text it slices. Kept in
+    ``DATASET/predicted_mentions.jsonl``, apart from the gold mentions of ``passages.jsonl``."""
+
+    mention_id: str
+    passage_id: str
+    doc_id: str
+    start: int
+    end: int
+    type: str
+    score: float
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any], where: str = "") -> PredictedMention:
+        fields = RecordFields(record, where)
+        mention_id = fields.ident("mention_id")
+        fields.subject = f"predicted mention {mention_id}"
+        start, end = fields.integer("start"), fields.integer("end")
+        if not 0 <= start < end:
+            raise fields.error(f"offsets [{start}, {end}) are not a non-empty span (end is exclusive)")
+        score = record.get("score", 1.0)
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise fields.error(f"field 'score' must be a number, got {_shown(score)}")
+        return cls(mention_id, fields.ident("passage_id"), fields.ident("doc_id"), start, end,
+                   fields.choice("type", MENTION_TYPES), float(score), fields.string("text"))
+
+
+@dataclass
 class Query:
     """A query: one mention, marked by character offsets in the text of its own passage."""
 

@@ -8,7 +8,10 @@ from typing import Any
 
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
-from corefsearch.schema import SPLITS, Cluster, Passage, Query
+from corefsearch.schema import SPLITS, Cluster, Passage, PredictedMention, Query
+
+PREDICTED_MENTIONS_FILE = "predicted_mentions.jsonl"
+PREDICTED_MANIFEST_FILE = "predicted_mentions.json"
 
 
 class Dataset:
@@ -37,6 +40,27 @@ class Dataset:
 
     def queries(self, split: str) -> list[Query]:
         return read_queries(self.queries_path(split))
+
+    @property
+    def predicted_mentions_path(self) -> Path:
+        """The mentions a detector found (``corefsearch detect``), apart from the gold ones."""
+        return self.root / PREDICTED_MENTIONS_FILE
+
+    def predicted_manifest(self) -> dict[str, Any]:
+        """The record of the detection that wrote :attr:`predicted_mentions_path` (detector, counts, passages'
+        checksum); one line saying what to run when there is none."""
+        from corefsearch.artefacts import PREDICTED_MENTIONS, read_manifest
+
+        remedy = f"run `corefsearch detect {self.root} --model MODEL|heuristic` first"
+        return read_manifest(self.root / PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS, remedy,
+                             missing=f"{self.root} holds no predicted mentions; {remedy}")
+
+    def predicted_mentions(self) -> Iterator[PredictedMention]:
+        """The predicted mentions, in passage order (checked against the manifest's existence first)."""
+        self.predicted_manifest()
+        path = self.predicted_mentions_path
+        for line_number, record in read_jsonl(path):
+            yield PredictedMention.from_json(record, where=f"{path}:{line_number}")
 
     @property
     def clusters_path(self) -> Path:
