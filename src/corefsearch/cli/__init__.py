@@ -5,14 +5,14 @@
 are one line too (exit 2). ``options``: the options ``search``, ``query`` and ``serve`` share and
 the one builder of their option objects. One module per command group: ``data`` (build-dataset,
 add), ``index`` (index, java-env), ``search`` (search, query, serve), ``evaluate``, ``cluster``,
-``export`` (export-onnx) and ``train`` (retriever, reader, clusterer). ``report``: what the commands
-print (tables and summary lines), in one place.
+``export`` (export-onnx), ``detect`` and ``train`` (retriever, reader, clusterer, detector). ``report``:
+what the commands print (tables and summary lines), in one place.
 
 Importing this package registers every command; heavy libraries are imported inside the commands,
 so ``corefsearch --help`` stays instant.
 """
 
-from corefsearch.cli import cluster, data, evaluate, export, index, search, train  # noqa: F401  (registration)
+from corefsearch.cli import cluster, data, detect, evaluate, export, index, search, train  # noqa: F401  (registration)
 from corefsearch.cli.app import app
 
 __all__ = ["app"]

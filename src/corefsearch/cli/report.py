@@ -207,7 +207,10 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
               if summary.stages else "")
     if summary.encoded is not None and summary.encoded < summary.mentions:
         stages += f"; {summary.encoded:,} distinct encoder inputs (identical copies encoded once)"
-    console.print(f"Clustered {summary.mentions:,} mentions into {summary.clusters:,} clusters ({summary.groups:,} "
+    mentions = f"{summary.mentions:,} mentions"
+    if getattr(summary, "mention_kind", "gold") == "predicted":
+        mentions = f"{summary.mentions:,} predicted mentions (detector {summary.detector or 'unnamed'})"
+    console.print(f"Clustered {mentions} into {summary.clusters:,} clusters ({summary.groups:,} "
                   f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; wrote {wrote}", markup=False)
 
 
@@ -261,6 +264,8 @@ def _dev_columns(kind: str) -> tuple[str, str, list[tuple[str, str, Any]]]:
         from corefsearch.reader.train import RRF_METRIC, SELECTION_METRIC
 
         return "Reader", "retriever", [(SELECTION_METRIC, SELECTION_METRIC, _number), (RRF_METRIC, RRF_METRIC, _number)]
+    if kind == "detector":
+        return "Detector", "0", [(name, name, _number) for name in ("mention F1", "P", "R", "event F1", "entity F1")]
     from corefsearch.cluster.train import SELECTION_METRIC as CONLL
 
     return "Mention encoder", "untrained", [(CONLL, CONLL, _number), ("τ", "threshold", _tau)]
@@ -291,6 +296,8 @@ def print_training_summary(summary: TrainingSummary[Any], console: Console) -> N
         trained_on = f"{extras.train_queries:,} queries ({extras.examples_per_epoch:,} examples per epoch)"
     elif summary.kind == "reader":
         trained_on = f"{extras.train_queries:,} queries"
+    elif summary.kind == "detector":
+        trained_on = f"{extras.train_passages:,} annotated passages"
     else:
         trained_on = (f"{extras.train_pairs:,} pairs of {extras.train_mentions:,} mentions" if extras.train_pairs
                       else f"topic batches of {extras.train_mentions:,} mentions")

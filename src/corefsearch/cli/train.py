@@ -1,4 +1,4 @@
-"""``train retriever | reader | clusterer``: the three trainers, each resumable."""
+"""``train retriever | reader | clusterer | detector``: the four trainers, each resumable."""
 
 from __future__ import annotations
 
@@ -189,3 +189,39 @@ def train_clusterer_command(
     print_training_summary(summary, console)
 
 
+
+
+@train_app.command("detector")
+@user_errors
+def train_detector_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset with every gold mention of "
+                                                 "its passages (train; dev picks the epoch).")],
+    out: Annotated[Path, typer.Option("--out", help="Detector directory to write.")],
+    base_model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2).")] = None,
+    mention_type: Annotated[str, typer.Option(help="all | event | entity: the mention types tagged.")] = "all",
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 3,
+    batch_size: Annotated[int, typer.Option(help="Passages per optimizer step.")] = 16,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate of the encoder.")] = 5e-5,
+    head_lr: Annotated[float, typer.Option(help="AdamW learning rate of the (randomly initialised) tag head.")
+                       ] = 1e-3,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 0.01,
+    warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
+    max_length: Annotated[int, typer.Option(help="Tokens per window of a passage.")] = 256,
+    stride: Annotated[int, typer.Option(help="Tokens two windows of a long passage share.")] = 64,
+    encode_batch_size: Annotated[int, typer.Option(help="Dev passages per batch when detecting.")] = 64,
+    seed: SeedOption = 13,
+    max_steps: MaxStepsOption = None,
+    device: TrainDeviceOption = "auto",
+    precision: PrecisionOption = "auto",
+    threads: ThreadsOption = None,
+    log_every: LogEveryOption = None,
+    checkpoint_every: CheckpointEveryOption = 500,
+    overwrite: RetrainOption = False,
+) -> None:
+    """Train a mention detector (BIO tags per type) for `corefsearch detect`; resumable."""
+    from corefsearch.detect.train import DetectorTrainingArguments, train_detector
+
+    args = training_arguments(DetectorTrainingArguments, locals())
+    summary = train_detector(dataset, out, args, overwrite=overwrite, log=log_line)
+    print_training_summary(summary, console)

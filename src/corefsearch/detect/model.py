@@ -1,0 +1,221 @@
+"""The trained mention detector: a Hugging Face encoder and one BIO head per mention type.
+
+Token tagging (BIO) was chosen over span scoring on dev (bench/RESULTS.md, "Predicted mentions"): one
+encoder pass tags every token of a passage, so detection costs what dense encoding costs. The head
+reads each token's last hidden state (dropout, then a linear layer to 3 tags per type); a passage
+longer than ``max_length`` tokens is read in windows that overlap by ``stride`` tokens, and a span found
+in two windows is kept once.
+
+A saved detector is a Hugging Face folder (``config.json``, ``model.safetensors``, the tokenizer) plus
+``detector_head.safetensors`` and ``corefsearch_detector.json`` (:class:`DetectorConfig`: base model,
+types, lengths). The config is read strictly (:func:`corefsearch.artefacts.config_from_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corefsearch.detect.labels import IGNORE, spans_from_tags, tags_for_spans, trim
+from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.models import DEFAULT_MODEL, DETECTOR_CONFIG, EncoderWithHead, load_offline, resolve_model
+from corefsearch.schema import MENTION_TYPES
+
+if TYPE_CHECKING:
+    import torch
+
+HEAD_WEIGHTS = "detector_head.safetensors"
+TRAIN_HINT = "train one with `corefsearch train detector`, or use `--model heuristic`"
+MAX_LENGTH = 256
+STRIDE = 64
+
+#: A found mention: (start, end, type, score), characters into the passage text.
+Found = tuple[int, int, str, float]
+
+
+@dataclass
+class DetectorConfig:
+    """What a detector tags and how it reads; saved beside its weights."""
+
+    base_model: str = DEFAULT_MODEL
+    types: list[str] = field(default_factory=lambda: list(MENTION_TYPES))
+    max_length: int = MAX_LENGTH
+    stride: int = STRIDE
+    dropout: float = 0.1
+
+    def validate(self) -> None:
+        if not self.types or any(t not in MENTION_TYPES for t in self.types) or len(set(self.types)) != len(self.types):
+            raise InputError(f"types must be distinct values of {', '.join(MENTION_TYPES)}, got {self.types}")
+        if self.max_length < 16:
+            raise InputError(f"max_length must be at least 16, got {self.max_length}")
+        if not 0 <= self.stride < self.max_length // 2:
+            raise InputError(f"stride must be in [0, max_length / 2), got {self.stride}")
+        if not 0 <= self.dropout < 1:
+            raise InputError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+def _head_module(width: int, n_types: int, dropout: float) -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(width, 3 * n_types))
+
+
+@dataclass
+class Window:
+    """One window of a passage as the encoder reads it: token ids and each token's character offsets
+    into the passage (``(0, 0)`` for special tokens)."""
+
+    row: int  # the passage's position in the batch given to :meth:`MentionDetector.windows`
+    input_ids: list[int]
+    offsets: list[tuple[int, int]]
+
+
+class MentionDetector(EncoderWithHead):
+    """An encoder with a BIO head per type; :meth:`detect` gives each passage's mentions."""
+
+    CONFIG_FILE = DETECTOR_CONFIG
+    HEAD_FILE = HEAD_WEIGHTS
+    HEAD_NAME = "the detector's head"
+
+    def __init__(self, model: Any, tokenizer: Any, config: DetectorConfig, device: str = "cpu",
+                 head: Any = None) -> None:
+        self._attach(model, tokenizer, config, device)
+        width = int(getattr(model.config, "hidden_size", 0) or model.config.dim)
+        self.head = (head or _head_module(width, len(config.types), config.dropout)).to(device)
+
+    @classmethod
+    def from_base(cls, base_model: str | None, config: DetectorConfig, device: str = "cpu") -> MentionDetector:
+        from transformers import AutoModel, AutoTokenizer
+
+        reference = resolve_model(base_model, "--base-model")
+        config.base_model = base_model or DEFAULT_MODEL
+        tokenizer = load_offline(AutoTokenizer, reference)
+        model = load_offline(AutoModel, reference)
+        return cls(model, tokenizer, config, device)
+
+    @classmethod
+    def load(cls, folder: Path, device: str = "cpu", backend: str = "torch") -> MentionDetector:
+        """A detector folder from ``train detector``; ``backend`` onnx|onnx-int8 runs its encoder on ONNX
+        Runtime (the export of ``corefsearch export-onnx FOLDER``)."""
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        from corefsearch.artefacts import config_from_json
+
+        folder = Path(folder)
+        if not (folder / DETECTOR_CONFIG).is_file():
+            raise MissingArtefactError(f"{folder}: not a mention detector folder (no {DETECTOR_CONFIG}); {TRAIN_HINT}")
+        config = config_from_json(DetectorConfig, folder / DETECTOR_CONFIG, TRAIN_HINT, "detector configuration")
+        tokenizer = load_offline(AutoTokenizer, str(folder))
+        if backend == "torch":
+            model = load_offline(AutoModel, str(folder))
+        else:
+            from corefsearch.onnx_backend import OnnxEncoder, check_onnx_export
+
+            model = OnnxEncoder(check_onnx_export(folder, backend), load_offline(AutoConfig, str(folder)))
+        detector = cls(model, tokenizer, config, device)
+        detector.load_head(folder, TRAIN_HINT)
+        detector.train(False)
+        return detector
+
+    @property
+    def types(self) -> list[str]:
+        """The mention types this detector tags."""
+        return list(self.config.types)
+
+    def modules(self) -> list[Any]:
+        from corefsearch.onnx_backend import OnnxEncoder
+
+        return [self.head] if isinstance(self.model, OnnxEncoder) else [self.model, self.head]
+
+    # --- inputs ----------------------------------------------------------------------------------
+
+    def windows(self, texts: Sequence[str]) -> list[Window]:
+        """The windows of ``texts``: each text's tokens cut into pieces of at most ``max_length`` tokens
+        (with the special tokens) that overlap by ``stride`` tokens."""
+        encoded = self.tokenizer(list(texts), add_special_tokens=True, truncation=True,
+                                 max_length=self.config.max_length, stride=self.config.stride,
+                                 return_overflowing_tokens=True, return_offsets_mapping=True,
+                                 return_special_tokens_mask=True)
+        rows = encoded["overflow_to_sample_mapping"]
+        windows = []
+        for i, ids in enumerate(encoded["input_ids"]):
+            special = encoded["special_tokens_mask"][i]
+            offsets = [(0, 0) if special[j] else (int(a), int(b))
+                       for j, (a, b) in enumerate(encoded["offset_mapping"][i])]
+            windows.append(Window(int(rows[i]), list(ids), offsets))
+        return windows
+
+    def pad(self, windows: Sequence[Window]) -> dict[str, torch.Tensor]:
+        import torch
+
+        width = max(len(w.input_ids) for w in windows)
+        pad_id = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(windows), width), dtype=torch.long)
+        for row, window in enumerate(windows):
+            ids[row, :len(window.input_ids)] = torch.tensor(window.input_ids)
+            mask[row, :len(window.input_ids)] = 1
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if getattr(self.model.config, "type_vocab_size", 0):
+            batch["token_type_ids"] = torch.zeros_like(ids)
+        return batch
+
+    def target_tags(self, windows: Sequence[Window], gold: Sequence[Sequence[tuple[int, int, str]]]) -> torch.Tensor:
+        """``[windows, tokens, types]`` BIO targets from each passage's gold ``(start, end, type)`` spans."""
+        import torch
+
+        width = max(len(w.input_ids) for w in windows)
+        targets = torch.full((len(windows), width, len(self.config.types)), IGNORE, dtype=torch.long)
+        for row, window in enumerate(windows):
+            for t, kind in enumerate(self.config.types):
+                spans = [(s, e) for s, e, k in gold[window.row] if k == kind]
+                targets[row, :len(window.offsets), t] = torch.tensor(tags_for_spans(window.offsets, spans))
+        return targets
+
+    # --- forward ---------------------------------------------------------------------------------
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[windows, tokens, types, 3]`` tag scores."""
+        from corefsearch.precision import autocast
+
+        inputs = {name: value.to(self.device) for name, value in batch.items()}
+        with autocast(self.device):
+            hidden = self.model(**inputs).last_hidden_state
+            scores = self.head(hidden.to(next(self.head.parameters()).dtype))
+        return scores.float().view(*hidden.shape[:2], len(self.config.types), 3)
+
+    def loss(self, windows: Sequence[Window], gold: Sequence[Sequence[tuple[int, int, str]]]) -> torch.Tensor:
+        import torch
+
+        logits = self.logits(self.pad(windows))
+        targets = self.target_tags(windows, gold).to(logits.device)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 3), targets.reshape(-1), ignore_index=IGNORE)
+
+    def detect(self, texts: Sequence[str], batch_size: int = 64) -> list[list[Found]]:
+        """The mentions of each text: ``(start, end, type, score)``, sorted, offsets slicing the text."""
+        import torch
+
+        windows = self.windows(texts)
+        found: list[dict[tuple[int, int, str], float]] = [{} for _ in texts]
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))  # length-sorted batches
+        self.train(False)
+        with torch.inference_mode():
+            for first in range(0, len(order), batch_size):
+                chunk = [windows[i] for i in order[first:first + batch_size]]
+                probabilities = self.logits(self.pad(chunk)).softmax(-1).cpu()
+                tags = probabilities.argmax(-1).tolist()
+                best = probabilities.max(-1).values.tolist()
+                for row, window in enumerate(chunk):
+                    n = len(window.offsets)
+                    text = texts[window.row]
+                    for t, kind in enumerate(self.config.types):
+                        column = [tags[row][j][t] for j in range(n)]
+                        scores = [best[row][j][t] for j in range(n)]
+                        for start, end, score in spans_from_tags(column, window.offsets, scores):
+                            span = trim(text, start, end)
+                            if span is not None:
+                                key = (*span, kind)
+                                found[window.row][key] = max(score, found[window.row].get(key, 0.0))
+        return [sorted((s, e, k, round(v, 6)) for (s, e, k), v in spans.items()) for spans in found]

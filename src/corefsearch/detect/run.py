@@ -1,0 +1,150 @@
+"""``corefsearch detect``: the predicted mentions of every passage of a dataset, written beside its gold
+mentions as ``DATASET/predicted_mentions.jsonl`` with the manifest ``predicted_mentions.json`` (the
+detector, the passages' checksum, the counts), never into ``passages.jsonl``.
+
+Passages are streamed in shards of ``shard_size``; each shard is detected in length-sorted batches and
+written whole to the working folder ``DATASET/.predicted_mentions.work/`` (shard files and the record of
+the run), so memory stays flat and an interrupted run resumes at its first unwritten shard when run again
+with the same detector on the same passages. The shards are joined into the file at the end, in one
+rename, and the working folder is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
+from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, Dataset
+from corefsearch.detect.detectors import check_detector, detector_reference, load_detector
+from corefsearch.errors import InputError
+from corefsearch.io.write import atomic_file, dump_json_line, sha256_file
+from corefsearch.schema import MENTION_TYPES, Passage, PredictedMention
+
+SHARD_SIZE = 4096
+WORK_DIR = ".predicted_mentions.work"
+
+
+@dataclass
+class DetectSummary:
+    out: Path
+    passages: int
+    mentions: dict[str, int]
+    passages_without: int  # passages in which nothing was found
+    seconds: float
+    resumed_shards: int = 0
+
+    @property
+    def passages_per_second(self) -> float:
+        return self.passages / self.seconds if self.seconds else 0.0
+
+
+def mention_id(passage_id: str, start: int, end: int, kind: str) -> str:
+    """A predicted mention's id: its passage, offsets and type (unique, stable across runs)."""
+    return f"{passage_id}:{start}-{end}:{kind}"
+
+
+def detect_passages(detector: Any, passages: list[Passage], batch_size: int) -> list[PredictedMention]:
+    """The predicted mentions of ``passages``, in passage order."""
+    found = detector.detect([p.text for p in passages], batch_size=batch_size)
+    return [PredictedMention(mention_id(p.id, s, e, k), p.id, p.doc_id, s, e, k, float(score), p.text[s:e])
+            for p, spans in zip(passages, found, strict=True) for s, e, k, score in spans]
+
+
+def _shards(passages: Iterable[Passage], size: int) -> Iterator[list[Passage]]:
+    iterator = iter(passages)
+    while shard := list(islice(iterator, size)):
+        yield shard
+
+
+def _claim_work(work: Path, record: dict[str, Any], log: Any) -> int:
+    """The number of shards a previous run of the same record left; the folder is started over otherwise."""
+    path = work / "record.json"
+    if work.is_dir():
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = None
+        if previous == record:
+            done = 0
+            while (work / f"shard-{done:06d}.jsonl").is_file():
+                done += 1
+            if done:
+                log(f"Resuming: {done:,} shard(s) of {record['shard_size']:,} passages were detected before.")
+            return done
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return 0
+
+
+def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, device: str = "auto",
+                   backend: str = "torch", types: list[str] | None = None, overwrite: bool = False,
+                   shard_size: int = SHARD_SIZE, log: Any = None) -> DetectSummary:
+    """Detect the mentions of every passage of ``dataset_dir`` with ``model`` (``heuristic`` or a detector
+    folder) and write them as the dataset's predicted mentions (see the module docstring)."""
+    from corefsearch.models import check_device, resolve_device
+    from corefsearch.progress import new_progress, progress_enabled
+
+    log = log or (lambda message: None)
+    check_detector(model, backend)
+    check_device(device)
+    if batch_size < 1 or shard_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+    dataset = Dataset(dataset_dir)
+    out = dataset.predicted_mentions_path
+    if (out.exists() or (dataset.root / PREDICTED_MANIFEST_FILE).exists()) and not overwrite:
+        raise InputError(f"{out} already exists (the dataset holds predicted mentions); use --overwrite to detect "
+                         "them again")
+    if not dataset.passages_path.is_file():
+        raise InputError(f"{dataset.passages_path}: no such file; rebuild the dataset")
+    started = time.perf_counter()
+    passages_sha = "sha256:" + sha256_file(dataset.passages_path)
+    detector = load_detector(model, resolve_device(device) if str(model) != "heuristic" else "cpu", backend, types)
+    reference = detector_reference(model)
+    record = {"detector": reference, "types": list(detector.types), "passages_sha256": passages_sha,
+              "shard_size": shard_size}
+    work = dataset.root / WORK_DIR
+    done = _claim_work(work, record, log)
+    total = sum(1 for _ in dataset.passages())
+    if total == 0:
+        raise InputError(f"{dataset.passages_path} holds no passages: nothing to detect mentions in")
+    counts = {kind: 0 for kind in MENTION_TYPES}
+    passages = without = 0
+    with new_progress() as progress:
+        task = progress.add_task("Detecting mentions", total=total, visible=progress_enabled())
+        for number, shard in enumerate(_shards(dataset.passages(), shard_size)):
+            path = work / f"shard-{number:06d}.jsonl"
+            if number >= done:
+                found = detect_passages(detector, shard, batch_size)
+                with atomic_file(path) as handle:
+                    for mention in found:
+                        handle.write(dump_json_line(mention.to_json()))
+            progress.advance(task, len(shard))
+            passages += len(shard)
+    # Join the shards (and count) into the one file, renamed into place at the end.
+    with atomic_file(out) as handle:
+        for number in range((passages + shard_size - 1) // shard_size):
+            holding: set[str] = set()
+            with (work / f"shard-{number:06d}.jsonl").open(encoding="utf-8") as shard_file:
+                for line in shard_file:
+                    handle.write(line)
+                    record_line = json.loads(line)
+                    counts[record_line["type"]] += 1
+                    holding.add(record_line["passage_id"])
+            shard_passages = min(shard_size, passages - number * shard_size)
+            without += shard_passages - len(holding)
+    seconds = time.perf_counter() - started
+    write_manifest(dataset.root / PREDICTED_MANIFEST_FILE, manifest_record(PREDICTED_MENTIONS, {
+        "detector": reference, "types": list(detector.types), "backend": backend,
+        "passages_sha256": passages_sha, "file_sha256": "sha256:" + sha256_file(out),
+        "counts": {"passages": passages, "passages_without_mentions": without, **counts}}))
+    shutil.rmtree(work, ignore_errors=True)
+    return DetectSummary(out, passages, {k: v for k, v in counts.items() if k in detector.types}, without, seconds,
+                         done)
