@@ -1,7 +1,7 @@
 """``corefsearch export-onnx MODEL_DIR``: export the transformer encoder(s) of a model folder to
 ONNX (and their dynamic int8 quantisation), beside their weights, for ``--backend onnx|onnx-int8``.
 
-A reader folder has one encoder (exported to ``MODEL_DIR/onnx/``); a retriever folder one or two
+A reader or a detector folder has one encoder (exported to ``MODEL_DIR/onnx/``); a retriever folder one or two
 (``MODEL_DIR/query_encoder/onnx/``, and ``MODEL_DIR/passage_encoder/onnx/`` unless the encoder is
 shared); ``export-onnx default --out DIR`` (or a Hugging Face model instead of ``default``) writes
 the zero-shot retriever of that model to ``DIR`` and exports it there, as the bundled model's own
@@ -262,9 +262,11 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
             summary = _export_reader(folder, quantize, log)
         elif kind == "retriever":
             summary = _export_retriever(folder, quantize, log)
+        elif kind == "detector":
+            summary = _export_detector(folder, quantize, log)
         else:
             zero_shot = "default" if str(folder) == "default" else str(folder)
-            raise InputError(f"{folder} is not a reader or a retriever folder (it holds neither {READER_CONFIG} nor "
+            raise InputError(f"{folder} is not a reader, retriever or detector folder (it holds neither {READER_CONFIG} nor "
                              f"{RETRIEVER_CONFIG}); for the bundled default encoder or a Hugging Face model, write an "
                              f"exported copy with `corefsearch export-onnx {zero_shot} --out DIR` and pass "
                              "--encoder DIR")
@@ -280,6 +282,19 @@ def _export_reader(folder: Path, quantize: bool, log: Callable[[str], None] | No
     trace, check = _sample_inputs(reader)
     summary = export_encoder(folder, reader.model, trace, [check], quantize, log)
     summary.kind = "reader"
+    return summary
+
+
+def _export_detector(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+    """A mention detector's encoder, traced on its own windows of the sample passages (long and short)."""
+    from corefsearch.detect.model import MentionDetector
+
+    detector = MentionDetector.load(folder, "cpu")
+    windows = detector.windows(list(SAMPLE_PASSAGES))
+    trace = detector.pad(windows[:2])
+    check = detector.pad(windows)
+    summary = export_encoder(folder, detector.model, trace, [check], quantize, log)
+    summary.kind = "detector"
     return summary
 
 

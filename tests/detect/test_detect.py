@@ -248,3 +248,21 @@ def test_train_detector_refuses_an_ecbplus_dataset_that_is_not_annotated_in_full
     (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     result = runner.invoke(app, ["train", "detector", str(copy), "--out", str(tmp_path / "m")])
     assert result.exit_code == 1 and "--validated-only --chains all" in result.output
+
+
+def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_path: Path) -> None:
+    from corefsearch.detect.model import MentionDetector
+    from corefsearch.onnx_export import export_onnx
+
+    folder = tmp_path / "detector"
+    shutil.copytree(trained, folder)
+    with one_torch_thread():
+        summary = export_onnx(folder, quantize=True)
+        assert summary.kind == "detector" and (folder / "onnx" / "model.onnx").is_file()
+        texts = ["The quake hit the town.", "Firefighters fought the blaze " * 30]
+        torch_found = MentionDetector.load(folder).detect(texts)
+        onnx_found = MentionDetector.load(folder, backend="onnx").detect(texts)
+        MentionDetector.load(folder, backend="onnx-int8").detect(texts)  # runs; int8 may differ by design
+    assert [[m[:3] for m in found] for found in onnx_found] == [[m[:3] for m in found] for found in torch_found]
+    for a, b in zip(onnx_found, torch_found, strict=True):
+        assert all(abs(x[3] - y[3]) < 1e-3 for x, y in zip(a, b, strict=True))

@@ -266,3 +266,25 @@ def test_native_signal_handlers_are_put_back_after_the_block() -> None:
         assert _native_handler(signal.SIGUSR2) == before
     finally:
         signal.signal(signal.SIGUSR2, previous)
+
+
+# --- mention detection ------------------------------------------------------------------------------
+
+
+def test_ray_detection_gives_the_mentions_of_the_local_path(small_dataset: Path, encoder: Path,
+                                                            tmp_path: Path) -> None:
+    import shutil
+
+    from corefsearch.detect.model import DetectorConfig, MentionDetector
+    from corefsearch.detect.run import detect_dataset
+
+    detector = tmp_path / "detector"
+    MentionDetector.from_base(str(encoder), DetectorConfig(max_length=32, stride=8)).save(detector)
+    local, on_ray = tmp_path / "local", tmp_path / "ray"
+    shutil.copytree(small_dataset, local)
+    shutil.copytree(small_dataset, on_ray)
+    detect_dataset(local, str(detector), device="cpu", shard_size=40)
+    output = invoke("detect", on_ray, "--model", detector, "--device", "cpu", "--ray", "auto", "--ray-workers", 2)
+    assert "in 96 passages" in output
+    assert (on_ray / "predicted_mentions.jsonl").read_text() == (local / "predicted_mentions.jsonl").read_text()
+    assert json.loads((on_ray / "predicted_mentions.json").read_text())["ray"] is True

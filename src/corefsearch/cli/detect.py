@@ -8,7 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.cli.app import app, console, log_line, user_errors
-from corefsearch.cli.options import PrecisionOption, precision_scope
+from corefsearch.cli.options import (
+    PrecisionOption,
+    RayCpusOption,
+    RayOption,
+    RayWorkersOption,
+    precision_scope,
+    ray_options,
+)
 
 
 @app.command("detect")
@@ -27,6 +34,9 @@ def detect_command(
     threads: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="CPU threads (torch.set_num_threads; default: torch's).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace the dataset's predicted mentions.")] = False,
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
     """Detect the mentions of every passage of DATASET; writes DATASET/predicted_mentions.jsonl (kept apart from
     the gold mentions) and its manifest. Resumes an interrupted run of the same detector."""
@@ -40,9 +50,15 @@ def detect_command(
 
         torch.set_num_threads(threads)
     types = None if mention_type == "all" else [mention_type]
-    with precision_scope(precision, backend=backend):
+    ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
+    detection = None
+    if ray_given is not None:
+        from corefsearch.distributed.detection import RayDetection
+
+        detection = RayDetection(ray_given)
+    with precision_scope(precision, backend=backend, ray=ray_given):
         summary = detect_dataset(dataset, model, batch_size=batch_size, device=device, backend=backend, types=types,
-                                 overwrite=overwrite, log=log_line)
+                                 overwrite=overwrite, log=log_line, detection=detection)
     found = ", ".join(f"{n:,} {kind}" for kind, n in summary.mentions.items())
     console.print(f"Detected {found} mention(s) in {summary.passages:,} passages ({summary.passages_without:,} with "
                   f"none) in {summary.seconds:.1f} s ({summary.passages_per_second:,.0f} passages/s); wrote "

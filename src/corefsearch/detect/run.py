@@ -11,6 +11,7 @@ rename, and the working folder is removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
 from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, Dataset
@@ -84,17 +85,39 @@ def _claim_work(work: Path, record: dict[str, Any], log: Any) -> int:
     return 0
 
 
+class Detection(Protocol):
+    """Where the detector runs when not in this process (``detect --ray``: ``corefsearch.distributed.detection.
+    RayDetection``): :meth:`open` gives a detector whose ``detect`` answers as the local one does."""
+
+    option: str  # the command-line option that chose it, named in errors
+
+    def validate(self) -> None: ...
+
+    def open(self, reference: str, device: str, backend: str,
+             types: list[str] | None) -> contextlib.AbstractContextManager[Any]: ...
+
+
+@contextlib.contextmanager
+def _local(reference: str, device: str, backend: str, types: list[str] | None) -> Iterator[Any]:
+    from corefsearch.models import resolve_device
+
+    yield load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", backend, types)
+
+
 def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, device: str = "auto",
                    backend: str = "torch", types: list[str] | None = None, overwrite: bool = False,
-                   shard_size: int = SHARD_SIZE, log: Any = None) -> DetectSummary:
+                   shard_size: int = SHARD_SIZE, log: Any = None, detection: Detection | None = None) -> DetectSummary:
     """Detect the mentions of every passage of ``dataset_dir`` with ``model`` (``heuristic`` or a detector
-    folder) and write them as the dataset's predicted mentions (see the module docstring)."""
-    from corefsearch.models import check_device, resolve_device
+    folder) and write them as the dataset's predicted mentions (see the module docstring). ``detection``:
+    where the detector runs instead of here (e.g. on a Ray cluster), to the same mentions."""
+    from corefsearch.models import check_device
     from corefsearch.progress import new_progress, progress_enabled
 
     log = log or (lambda message: None)
     check_detector(model, backend)
     check_device(device)
+    if detection is not None:
+        detection.validate()
     if batch_size < 1 or shard_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {batch_size}")
     dataset = Dataset(dataset_dir)
@@ -106,28 +129,31 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
         raise InputError(f"{dataset.passages_path}: no such file; rebuild the dataset")
     started = time.perf_counter()
     passages_sha = "sha256:" + sha256_file(dataset.passages_path)
-    detector = load_detector(model, resolve_device(device) if str(model) != "heuristic" else "cpu", backend, types)
-    reference = detector_reference(model)
-    record = {"detector": reference, "types": list(detector.types), "passages_sha256": passages_sha,
-              "shard_size": shard_size}
-    work = dataset.root / WORK_DIR
-    done = _claim_work(work, record, log)
     total = sum(1 for _ in dataset.passages())
     if total == 0:
         raise InputError(f"{dataset.passages_path} holds no passages: nothing to detect mentions in")
+    opened = (detection.open if detection is not None else _local)(str(model), device, backend, types)
+    with opened as detector:
+        reference = detector_reference(model)
+        record = {"detector": reference, "types": list(detector.types), "passages_sha256": passages_sha,
+                  "shard_size": shard_size}
+        work = dataset.root / WORK_DIR
+        done = _claim_work(work, record, log)
+        passages = 0
+        with new_progress() as progress:
+            task = progress.add_task("Detecting mentions", total=total, visible=progress_enabled())
+            for number, shard in enumerate(_shards(dataset.passages(), shard_size)):
+                path = work / f"shard-{number:06d}.jsonl"
+                if number >= done:
+                    found = detect_passages(detector, shard, batch_size)
+                    with atomic_file(path) as handle:
+                        for mention in found:
+                            handle.write(dump_json_line(mention.to_json()))
+                progress.advance(task, len(shard))
+                passages += len(shard)
+        kinds = list(detector.types)
     counts = {kind: 0 for kind in MENTION_TYPES}
-    passages = without = 0
-    with new_progress() as progress:
-        task = progress.add_task("Detecting mentions", total=total, visible=progress_enabled())
-        for number, shard in enumerate(_shards(dataset.passages(), shard_size)):
-            path = work / f"shard-{number:06d}.jsonl"
-            if number >= done:
-                found = detect_passages(detector, shard, batch_size)
-                with atomic_file(path) as handle:
-                    for mention in found:
-                        handle.write(dump_json_line(mention.to_json()))
-            progress.advance(task, len(shard))
-            passages += len(shard)
+    without = 0
     # Join the shards (and count) into the one file, renamed into place at the end.
     with atomic_file(out) as handle:
         for number in range((passages + shard_size - 1) // shard_size):
@@ -142,9 +168,8 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
             without += shard_passages - len(holding)
     seconds = time.perf_counter() - started
     write_manifest(dataset.root / PREDICTED_MANIFEST_FILE, manifest_record(PREDICTED_MENTIONS, {
-        "detector": reference, "types": list(detector.types), "backend": backend,
+        "detector": reference, "types": kinds, "backend": backend, "ray": detection is not None,
         "passages_sha256": passages_sha, "file_sha256": "sha256:" + sha256_file(out),
         "counts": {"passages": passages, "passages_without_mentions": without, **counts}}))
     shutil.rmtree(work, ignore_errors=True)
-    return DetectSummary(out, passages, {k: v for k, v in counts.items() if k in detector.types}, without, seconds,
-                         done)
+    return DetectSummary(out, passages, {k: v for k, v in counts.items() if k in kinds}, without, seconds, done)
