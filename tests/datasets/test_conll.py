@@ -33,7 +33,7 @@ d2\t0\t2\tagain\t(9)
 """
 
 # CoNLL-2012 layout: one block per document and part, token numbers restarting in each sentence
-# (blank lines between sentences), more columns, chains scoped to their block.
+# (blank lines between sentences), more columns; a chain id names one chain in every block.
 CONLL_2012 = """\
 #begin document (bc/a); part 000
 bc/a 0 0 Storms  NNS * - - - - * (7)
@@ -82,12 +82,107 @@ def test_nested_brackets_of_one_chain_close_the_latest_first(tmp_path: Path) -> 
     assert {m.type for m in documents[0].mentions} == {"entity"}
 
 
-def test_conll_2012_blocks_scope_their_chains_and_blank_lines_end_sentences(tmp_path: Path) -> None:
+def test_conll_2012_blocks_share_their_chains_and_blank_lines_end_sentences(tmp_path: Path) -> None:
     documents = list(read_conll(_write(tmp_path, "a.v4_gold_conll", CONLL_2012)))
     assert [d.doc_id for d in documents] == ["bc/a", "bc/b"]
     assert documents[0].text == "Storms hit coast\nThey left"
-    assert _mentions(documents) == {"bc/a_1": ("Storms", "bc/a_000/7"), "bc/a_2": ("coast", "bc/a_000/8"),
-                                    "bc/a_3": ("They", "bc/a_000/7"), "bc/b_1": ("Storms", "bc/b_000/7")}
+    assert _mentions(documents) == {"bc/a_1": ("Storms", "7"), "bc/a_2": ("coast", "8"), "bc/a_3": ("They", "7"),
+                                    "bc/b_1": ("Storms", "7")}
+
+
+def _spans(documents: list[Any]) -> dict[str, tuple[int, int, str]]:
+    return {m.mention_id: (m.start, m.end, m.cluster_id) for d in documents for m in d.mentions}
+
+
+def _clusters(documents: list[Any]) -> dict[str, list[str]]:
+    clusters: dict[str, list[str]] = {}
+    for document in documents:
+        for mention in document.mentions:
+            clusters.setdefault(mention.cluster_id, []).append(mention.mention_id)
+    return clusters
+
+
+def test_tab_separated_cells_keep_their_spaces_and_non_breaking_spaces(tmp_path: Path) -> None:
+    # Tokens "New York" (a space) and "10\u00a0000" (a non-breaking space); coreference cells with spaces.
+    text = ("#begin document (t); part 000\n"
+            "d1\t0\t0\tNew York\t(12| (14\n"
+            "d1\t0\t1\tfined\t12) | (3)\n"
+            "d1\t0\t2\t10\u00a0000\t14)\n"
+            "d1\t0\t3\t\u00a0dollars \t (5) \t\n"
+            "#end document\n")
+    documents = list(read_conll(_write(tmp_path, "t.conll", text)))
+    assert [d.text for d in documents] == ["New York fined 10\u00a0000 \u00a0dollars"]
+    assert _spans(documents) == {"d1_1": (0, 14, "12"), "d1_2": (0, 21, "14"), "d1_3": (9, 14, "3"),
+                                 "d1_4": (22, 30, "5")}
+    assert _mentions(documents)["d1_2"] == ("New York fined 10\u00a0000", "14")
+
+
+def test_space_separated_lines_still_split_on_any_white_space(tmp_path: Path) -> None:
+    # Spaces only (a tab at the end of a line is white space around it, not a separator).
+    text = "#begin document s\nd 0 0  Storm    (1)\nd 0 1 hit -\t\n#end document\n"
+    documents = list(read_conll(_write(tmp_path, "s.conll", text)))
+    assert documents[0].text == "Storm hit" and _spans(documents) == {"d_1": (0, 5, "1")}
+
+
+def test_a_chain_continues_across_blocks_as_one_cluster(tmp_path: Path) -> None:
+    text = ("#begin document (topic_1); part 000\n"
+            "a\t0\t0\tQuake\t(5)\n"
+            "a\t0\t1\tkills\t(6)\n"
+            "#end document\n"
+            "#begin document (topic_2); part 000\n"
+            "b\t0\t0\tThe\t(5\n"
+            "b\t0\t1\tquake\t5)\n"
+            "b\t0\t2\thit\t(7)\n"
+            "#end document\n")
+    documents = list(read_conll(_write(tmp_path, "two_blocks.conll", text)))
+    assert [d.doc_id for d in documents] == ["a", "b"]
+    assert _spans(documents) == {"a_1": (0, 5, "5"), "a_2": (6, 11, "6"), "b_1": (0, 9, "5"), "b_2": (10, 13, "7")}
+    assert _clusters(documents) == {"5": ["a_1", "b_1"], "6": ["a_2"], "7": ["b_2"]}
+
+
+def test_the_same_chain_id_in_two_files_of_a_folder_is_two_clusters(tmp_path: Path) -> None:
+    # Files such as `cluster --conll` writes number their chains from 1 each.
+    _write(tmp_path / "c", "dev.conll", "#begin document (all); part 000\nall 0 0 m1 (1)\n#end document\n")
+    _write(tmp_path / "c", "test.conll", "#begin document (all); part 000\nx 0 0 m2 (1)\n#end document\n")
+    documents = list(read_conll(tmp_path / "c"))
+    assert _clusters(documents) == {"dev/1": ["all_1"], "test/1": ["x_1"]}
+
+
+def test_the_eight_column_layout_of_the_reference_scorer(tmp_path: Path) -> None:
+    text = ("#begin document x\ndoc1 0 0 Token - - - (3)\ndoc1 0 1 two - - - (3\ndoc1 0 2 three - - - 3)\n"
+            "#end document\n")
+    documents = list(read_conll(_write(tmp_path, "x.conll", text)))
+    assert [(d.doc_id, d.text, d.topic) for d in documents] == [("doc1", "Token two three", None)]
+    assert _spans(documents) == {"doc1_1": (0, 5, "3"), "doc1_2": (6, 15, "3")}
+
+
+# The eight columns of the ECB+ files of Cattan et al.'s code (one block per topic, corpus-wide chain ids):
+# topic, subtopic, document, sentence, token number, token, annotated, coreference.
+TOPIC_LEVEL = """\
+#begin document 36
+36\t36_0\t36_1ecb\t0\t0\tPerennial\tTrue\t(12
+36\t36_0\t36_1ecb\t0\t1\tparty\tTrue\t12)
+36\t36_0\t36_1ecb\t0\t2\tgirl\tTrue\t-
+36\t36_0\t36_1ecb\t1\t3\tarrested\tTrue\t(3)
+36\t36_1\t36_2ecbplus\t0\t0\tShe\tFalse\t-
+36\t36_1\t36_2ecbplus\t0\t1\twas\tTrue\t-
+36\t36_1\t36_2ecbplus\t0\t2\tarrested\tTrue\t(3)
+#end document
+#begin document 37
+37\t37_0\t37_1ecb\t0\t0\tQuake\tTrue\t(40)
+37\t37_0\t37_1ecb\t0\t1\tarrested\tTrue\t(3)
+#end document"""
+
+
+def test_the_eight_column_topic_layout_of_cattan_et_al(tmp_path: Path) -> None:
+    documents = list(read_conll(_write(tmp_path, "dev_events_topic_level.conll", TOPIC_LEVEL)))
+    assert [(d.doc_id, d.topic, d.text) for d in documents] == [
+        ("36_1ecb", "36", "Perennial party girl\narrested"), ("36_2ecbplus", "36", "She was arrested"),
+        ("37_1ecb", "37", "Quake arrested")]
+    assert _spans(documents) == {"36_1ecb_1": (0, 15, "12"), "36_1ecb_2": (21, 29, "3"),
+                                 "36_2ecbplus_1": (8, 16, "3"), "37_1ecb_1": (0, 5, "40"),
+                                 "37_1ecb_2": (6, 14, "3")}
+    assert _clusters(documents)["3"] == ["36_1ecb_2", "36_2ecbplus_1", "37_1ecb_2"]
 
 
 def test_a_folder_is_read_file_by_file_and_split_by_file_names(tmp_path: Path) -> None:
@@ -98,7 +193,7 @@ def test_a_folder_is_read_file_by_file_and_split_by_file_names(tmp_path: Path) -
     documents = list(read_conll(folder, split_by="corpus"))
     assert [(d.doc_id, d.split) for d in documents] == [("d5", "dev"), ("d6", "dev"), ("d1", "train"),
                                                          ("d2", "train")]
-    # Two blocks: chains are named by block.
+    # Two files: chains are named by file.
     assert _mentions(documents)["d5_1"] == ("Quake", "dev/5")
 
 
@@ -118,6 +213,16 @@ def test_a_folder_is_read_file_by_file_and_split_by_file_names(tmp_path: Path) -
     ("#begin document x\nd 0 0 a (4\ne 0 1 b 4)\n#end document\n", "x.conll:3: 4\\) closes in document e"),
     ("#begin document x\nd 0 0 a -\ne 0 0 b -\nd 1 1 c -\n#end document\n", "x.conll:4: document d comes back"),
     ("", "x.conll: holds no '#begin document' block"),
+    ("#begin document x\nd\t0\t0 a\t(4)\n#end document\n", "x.conll:2: expected at least 5 columns .*, got 4"),
+    ("#begin document x\nd\t0\t0\tNew York\t(4|\n#end document\n", "x.conll:2: coreference column '\\(4\\|': '' is"),
+    ("#begin document x\nd\t0\t0\ta\t(4\n#end document\n#begin document y\ne\t0\t0\tb\t4)\n#end document\n",
+     r"x.conll:2: the bracket \(4 never closes"),
+    ("#begin document x\nd 0 0 a (4)\n#end document\n#begin document y\ne 0 0 b 4)\n#end document\n",
+     r"x.conll:5: 4\) closes chain 4, which has no open bracket in this block"),
+    (TOPIC_LEVEL.replace("\t37_0\t37_1ecb", "\t37_1ecb"), "x.conll:11: expected 8 columns .*, as on line 2, got 7"),
+    (TOPIC_LEVEL.replace("37_1ecb\t0\t1", "37_1ecb\t0\tone"), "x.conll:12: the token number .fifth column. must be"),
+    (TOPIC_LEVEL.replace("36\t36_1\t36_2ecbplus\t0\t1", "37\t36_1\t36_2ecbplus\t0\t1"),
+     "x.conll:7: topic 37, but document 36_2ecbplus"),
 ])
 def test_malformed_files_name_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(InputError, match=message):
@@ -148,6 +253,22 @@ def test_build_dataset_reads_conll_and_writes_nothing_on_a_bad_file(tmp_path: Pa
     assert "bad.conll:10: the bracket (2 never closes" in result.output
     assert not (tmp_path / "b").exists()
 
+
+def test_build_dataset_joins_a_chain_across_blocks_and_reports_a_bad_line_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    result = CliRunner().invoke(app, ["build-dataset", str(_write(tmp_path, "t.conll", TOPIC_LEVEL)), "--format",
+                                      "conll", "--out", str(out), "--split-ratios", "0,0,1"])
+    assert result.exit_code == 0, result.output
+    clusters = {c["cluster_id"]: c["mention_ids"] for c in map(json.loads, (out / "clusters.jsonl").read_text()
+                                                                .splitlines())}
+    assert clusters == {"12": ["36_1ecb_1"], "3": ["36_1ecb_2", "36_2ecbplus_1", "37_1ecb_2"], "40": ["37_1ecb_1"]}
+    bad = _write(tmp_path, "bad.conll", TOPIC_LEVEL.replace("\t37_0\t37_1ecb", "\t37_1ecb"))
+    result = CliRunner().invoke(app, ["build-dataset", str(bad), "--format", "conll", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)  # an exit, not a traceback
+    assert result.output.strip().splitlines() == [f"error: {bad}:11: expected 8 columns (topic, subtopic, document, "
+                                                  "sentence, token number, token, True/False, coreference), as on "
+                                                  "line 2, got 7"]
+    assert not (tmp_path / "b").exists()
 
 def test_gold_clusters_written_by_cluster_conll_read_back_as_the_same_clusters(tiny_dataset: Path,
                                                                                tmp_path: Path) -> None:

@@ -9,24 +9,38 @@ A file holds blocks::
     doc_a   0   2   ...      3)|(7)
     #end document
 
-one token a line, columns separated by white space: the document, the part (or the sentence, in
-the cross-document files of Cattan et al. 2021), the token number, the token, any other columns,
-and last the coreference column: ``-``, or ``|``-joined ``(ID`` (a mention starts), ``ID)`` (it
-ends) and ``(ID)`` (a one-token mention). ``#begin document NAME`` (without part) is read too.
-Blank lines end sentences, as does a change of the second column; other ``#`` lines are
-comments. Brackets of different chains may overlap and brackets of one chain nest (the latest
-one opened closes first).
+one token a line. A line holding a tab is split on tabs only, so that a cell may hold spaces (a
+token ``New York`` or ``10\u00a0000``, a coreference cell ``(12| (14``); other lines are split on
+white space. Two layouts are read, the first token line of each file telling which:
+
+* the reference scorer's: the document, the part (or the sentence, in the cross-document files of
+  Cattan et al. 2021), the token number, the token, any other columns (``doc1 0 0 Token - - - (3)``),
+  and last the coreference column;
+* the eight columns of the ECB+ files of Cattan et al.'s code: topic, subtopic, document, sentence,
+  token number, token, ``True``/``False`` (the sentence is annotated) and the coreference. A first
+  line of eight columns whose seventh is ``True`` or ``False``, fourth and fifth numbers and third
+  not is taken for this layout.
+
+The coreference column is ``-``, or ``|``-joined ``(ID`` (a mention starts), ``ID)`` (it ends) and
+``(ID)`` (a one-token mention). ``#begin document NAME`` (without part) is read too. Blank lines end
+sentences, as does a change of the sentence column; other ``#`` lines are comments. Brackets of
+different chains may overlap and brackets of one chain nest (the latest one opened closes first); a
+mention opens and closes in one document of one block.
 
 What the reader makes of it:
 
-* **Documents** are the values of the first column: a cross-document corpus is usually one block
+* **Documents** are the values of the document column: a cross-document corpus is usually one block
   holding many documents. A document in blocks of different parts is one document per part,
   named ``NAME_PART``.
-* **Chains** are scoped to their block, as the scorer scores each block alone: with one block the
-  cluster id is the chain id, with several it is ``BLOCK/ID`` (``BLOCK`` the name and part).
+* **Chains** run through the whole file: a chain id names one cluster in every block of the file
+  (the topic-level files of Cattan et al. hold one block per topic, with corpus-wide chain ids), and
+  the cluster id is the chain id. The files of a folder stay apart (files such as ``cluster --conll``
+  writes number their chains from 1 each): with several files it is ``FILE/ID``, ``FILE`` the
+  file's name without its last suffix (the whole name where two would be the same).
 * **Mentions** are numbered in each document in text order (``DOC_1``, ``DOC_2``, …, by first
   token, then last);
   they take the type ``--mention-type`` names, since the format does not type them.
+* **Topics**: the topic column of the eight-column layout; none in the other.
 * **Splits**: none in the format. With ``--split-by corpus`` each file's split is the start of
   its name (``train``, ``dev``/``val``, ``test``), as in ``dev_events.gold_conll``.
 """
@@ -37,6 +51,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from corefsearch.datasets.tokenised import TokenDocument, TokenMention
 from corefsearch.errors import InputError
@@ -46,9 +61,40 @@ from corefsearch.schema import Document, safe_id
 FILE_SUFFIXES = (".conll", "_conll", ".txt")
 _BEGIN = re.compile(r"^#begin document\s+(?:\((?P<paren>.+)\)|(?P<bare>\S.*?))(?:;\s*part\s+(?P<part>\S+))?\s*$")
 _ITEM = re.compile(r"^(?:\((?P<single>[^()|\s]+)\)|\((?P<open>[^()|\s]+)|(?P<close>[^()|\s]+)\))$")
+_NUMBER = re.compile(r"\d+")
 _SPLIT_NAMES = {"train": "train", "training": "train", "dev": "dev", "val": "dev", "valid": "dev",
                 "validation": "dev", "test": "test"}
+# White space around a tab-separated cell; a non-breaking space (U+00A0) is part of the cell.
+_ASCII_SPACE = " \t\r\n\f\v"
 MIN_COLUMNS = 5
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Which column holds what (the coreference is always the last column)."""
+
+    document: int
+    sentence: int
+    token_number: int
+    token: int
+    topic: int | None
+    columns: int | None  # the exact number of columns, or None: at least MIN_COLUMNS
+    description: str
+
+
+_SCORER = _Layout(0, 1, 2, 3, None, None, "document, part or sentence, token number, token, …, coreference")
+_TOPICS = _Layout(2, 3, 4, 5, 0, 8, "topic, subtopic, document, sentence, token number, token, "
+                                    "True/False, coreference")
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+
+
+class _Row(NamedTuple):
+    doc_name: str
+    sentence: str
+    token_number: int
+    token: str
+    coreference: str
+    topic: str | None
 
 
 @dataclass
@@ -67,10 +113,6 @@ class _Block:
     documents: dict[str, TokenDocument] = field(default_factory=dict)
     # Per mention, in opening order: chain id, document, first and last token, line of its opening.
     mentions: list[tuple[str, str, tuple[int, int], tuple[int, int], str]] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return self.name if self.part is None else f"{self.name}_{self.part}"
 
 
 def conll_files(path: Path) -> list[Path]:
@@ -97,13 +139,49 @@ def file_split(path: Path) -> str:
     return _SPLIT_NAMES[head]
 
 
+def _columns(line: str) -> list[str]:
+    """The cells of a token line: split on tabs where it holds one (cells keep inner spaces), else on white space."""
+    line = line.strip(_ASCII_SPACE)
+    if "\t" not in line:
+        return line.split()
+    return [cell for cell in (raw.strip(_ASCII_SPACE) for raw in line.split("\t")) if cell]
+
+
+def _layout_of(columns: list[str]) -> _Layout:
+    """The layout a file's first token line shows."""
+    if (len(columns) == 8 and columns[6] in ("True", "False") and _NUMBER.fullmatch(columns[3])
+            and _NUMBER.fullmatch(columns[4]) and not _NUMBER.fullmatch(columns[2])):
+        return _TOPICS
+    return _SCORER
+
+
+def _row(path: Path, number: int, columns: list[str], layout: _Layout, layout_line: int) -> _Row:
+    """The fields of a token line in ``layout`` (set by line ``layout_line`` of the file)."""
+    if layout.columns is not None and len(columns) != layout.columns:
+        raise InputError(f"{path}:{number}: expected {layout.columns} columns ({layout.description}), as on line "
+                         f"{layout_line}, got {len(columns)}")
+    if len(columns) == 2:
+        raise InputError(f"{path}:{number}: two columns (document, coreference): a key with one line per "
+                         "mention and no tokens holds no text to build a dataset from; the reader needs "
+                         f"at least {MIN_COLUMNS} columns ({layout.description})")
+    if len(columns) < MIN_COLUMNS:
+        raise InputError(f"{path}:{number}: expected at least {MIN_COLUMNS} columns ({layout.description}), "
+                         f"got {len(columns)}")
+    token_number = columns[layout.token_number]
+    if not _NUMBER.fullmatch(token_number):
+        raise InputError(f"{path}:{number}: the token number ({_ORDINALS[layout.token_number]} column) must be a "
+                         f"non-negative integer, got {token_number!r}")
+    return _Row(columns[layout.document], columns[layout.sentence], int(token_number), columns[layout.token],
+                columns[-1], None if layout.topic is None else columns[layout.topic])
+
+
 def _items(path: Path, number: int, column: str) -> list[tuple[str, str]]:
     """The coreference column as ``(kind, chain)`` pairs, kind ``single``, ``open`` or ``close``."""
     if column == "-":
         return []
     items = []
     for item in column.split("|"):
-        match = _ITEM.match(item)
+        match = _ITEM.match(item.strip())
         if match is None:
             raise InputError(f"{path}:{number}: coreference column {column!r}: {item!r} is not (ID, ID) or "
                              "(ID); IDs hold no brackets, bars or spaces")
@@ -116,6 +194,8 @@ def _items(path: Path, number: int, column: str) -> list[tuple[str, str]]:
 def _read_file(path: Path) -> list[_Block]:
     blocks: list[_Block] = []
     block: _Block | None = None
+    layout: _Layout | None = None
+    layout_line = 0
     open_mentions: dict[str, list[_Open]] = {}
     sentence_key: tuple[str, str] | None = None
     last_doc: str | None = None
@@ -147,52 +227,44 @@ def _read_file(path: Path) -> list[_Block]:
                 continue
             if block is None:
                 raise InputError(f"{path}:{number}: a token line outside '#begin document' … '#end document'")
-            columns = line.split()
-            if len(columns) == 2:
-                raise InputError(f"{path}:{number}: two columns (document, coreference): a key with one line per "
-                                 "mention and no tokens holds no text to build a dataset from; the reader needs "
-                                 f"at least {MIN_COLUMNS} columns (document, part or sentence, token number, token, "
-                                 "…, coreference)")
-            if len(columns) < MIN_COLUMNS:
-                raise InputError(f"{path}:{number}: expected at least {MIN_COLUMNS} columns (document, part or "
-                                 f"sentence, token number, token, …, coreference), got {len(columns)}")
-            doc_name, second, token_number, token, coreference = (columns[0], columns[1], columns[2], columns[3],
-                                                                  columns[-1])
-            if not re.fullmatch(r"\d+", token_number):
-                raise InputError(f"{path}:{number}: the token number (third column) must be a non-negative integer, "
-                                 f"got {token_number!r}")
-            document = block.documents.get(doc_name)
+            columns = _columns(raw)
+            if layout is None:
+                layout, layout_line = _layout_of(columns), number
+            row = _row(path, number, columns, layout, layout_line)
+            document = block.documents.get(row.doc_name)
             if document is None:
-                document = block.documents[doc_name] = TokenDocument(doc_name)
-            elif last_doc != doc_name:
-                raise InputError(f"{path}:{number}: document {doc_name} comes back after other documents in the "
-                                 f"block begun on line {block.line}; the lines of a document must be together")
-            if sentence_key != (doc_name, second):
+                document = block.documents[row.doc_name] = TokenDocument(row.doc_name, topic=row.topic)
+            elif last_doc != row.doc_name:
+                raise InputError(f"{path}:{number}: document {row.doc_name} comes back after other documents in "
+                                 f"the block begun on line {block.line}; the lines of a document must be together")
+            elif document.topic != row.topic:
+                raise InputError(f"{path}:{number}: topic {row.topic}, but document {row.doc_name} began in topic "
+                                 f"{document.topic}; a document's lines name one topic")
+            if sentence_key != (row.doc_name, row.sentence):
                 document.sentences.append([])
-                sentence_key, last_token = (doc_name, second), None
-            last_doc = doc_name
-            value = int(token_number)
-            if last_token is not None and value <= last_token:
-                raise InputError(f"{path}:{number}: token number {value} is out of order (it follows "
+                sentence_key, last_token = (row.doc_name, row.sentence), None
+            last_doc = row.doc_name
+            if last_token is not None and row.token_number <= last_token:
+                raise InputError(f"{path}:{number}: token number {row.token_number} is out of order (it follows "
                                  f"{last_token} in the same sentence)")
-            last_token = value
+            last_token = row.token_number
             position = (len(document.sentences) - 1, len(document.sentences[-1]))
-            document.sentences[-1].append(token)
-            for kind, chain in _items(path, number, coreference):
+            document.sentences[-1].append(row.token)
+            for kind, chain in _items(path, number, row.coreference):
                 if kind == "single":
-                    block.mentions.append((chain, doc_name, position, position, f"{path}:{number}"))
+                    block.mentions.append((chain, row.doc_name, position, position, f"{path}:{number}"))
                 elif kind == "open":
-                    open_mentions.setdefault(chain, []).append(_Open(chain, doc_name, position, number))
+                    open_mentions.setdefault(chain, []).append(_Open(chain, row.doc_name, position, number))
                 else:
                     stack = open_mentions.get(chain)
                     if not stack:
                         raise InputError(f"{path}:{number}: {chain}) closes chain {chain}, which has no open "
-                                         "bracket")
+                                         "bracket in this block")
                     opened = stack.pop()
-                    if opened.doc_id != doc_name:
-                        raise InputError(f"{path}:{number}: {chain}) closes in document {doc_name} the bracket "
+                    if opened.doc_id != row.doc_name:
+                        raise InputError(f"{path}:{number}: {chain}) closes in document {row.doc_name} the bracket "
                                          f"opened on line {opened.line} in document {opened.doc_id}")
-                    block.mentions.append((chain, doc_name, opened.start, position, f"{path}:{opened.line}"))
+                    block.mentions.append((chain, row.doc_name, opened.start, position, f"{path}:{opened.line}"))
     if block is not None:
         raise InputError(f"{path}: the block begun on line {block.line} has no '#end document'")
     if not blocks:
@@ -208,6 +280,12 @@ def _close_block(path: Path, block: _Block, open_mentions: dict[str, list[_Open]
                          "without a matching ')')")
 
 
+def _file_labels(files: list[Path]) -> list[str]:
+    """What names each file in the cluster ids: its name without the last suffix, or all of it where two agree."""
+    stems = [file.stem or file.name for file in files]
+    return stems if len(set(stems)) == len(stems) else [file.name for file in files]
+
+
 def read_conll(path: Path, mention_type: str = "event", split_by: str = "clusters") -> Iterator[Document]:
     """Yield the documents of a CoNLL file, or of every CoNLL file of a folder, in file order."""
     if mention_type not in ("event", "entity"):
@@ -215,7 +293,8 @@ def read_conll(path: Path, mention_type: str = "event", split_by: str = "cluster
                          "name it with --mention-type event or --mention-type entity")
     files = conll_files(path)
     read = [(file, file_split(file) if split_by == "corpus" else None, _read_file(file)) for file in files]
-    prefixed = sum(len(blocks) for _, _, blocks in read) > 1
+    # Chains run through a file; the files of a folder are apart.
+    labels = _file_labels(files) if len(files) > 1 else None
     # Documents named in blocks of more than one part are one document per part.
     names: dict[str, int] = {}
     for _, _, blocks in read:
@@ -223,7 +302,7 @@ def read_conll(path: Path, mention_type: str = "event", split_by: str = "cluster
             for doc_name in block.documents:
                 names[doc_name] = names.get(doc_name, 0) + 1
     taken: dict[str, str] = {}
-    for file, split, blocks in read:
+    for index, (file, split, blocks) in enumerate(read):
         for block in blocks:
             doc_ids = {}
             for doc_name in block.documents:
@@ -238,7 +317,7 @@ def read_conll(path: Path, mention_type: str = "event", split_by: str = "cluster
                 document = block.documents[doc_name]
                 counters[doc_name] = counters.get(doc_name, 0) + 1
                 tokens = [first, last] if first != last else [first]
-                cluster_id = safe_id(f"{block.label}/{chain}" if prefixed else chain)
+                cluster_id = safe_id(chain if labels is None else f"{labels[index]}/{chain}")
                 document.mentions.append(TokenMention(f"{doc_ids[doc_name]}_{counters[doc_name]}", cluster_id,
                                                       mention_type, tokens, where))
             for doc_name, document in block.documents.items():
