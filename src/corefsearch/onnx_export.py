@@ -249,7 +249,7 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
       with the model searches with ``out``), then exported there. The bundled model's own folder
       (site-packages) is never written to.
     """
-    from corefsearch.models import READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
+    from corefsearch.models import DETECTOR_CONFIG, READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
 
     started = time.perf_counter()
     if out is not None:
@@ -266,10 +266,10 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
             summary = _export_detector(folder, quantize, log)
         else:
             zero_shot = "default" if str(folder) == "default" else str(folder)
-            raise InputError(f"{folder} is not a reader, retriever or detector folder (it holds neither {READER_CONFIG} nor "
-                             f"{RETRIEVER_CONFIG}); for the bundled default encoder or a Hugging Face model, write an "
-                             f"exported copy with `corefsearch export-onnx {zero_shot} --out DIR` and pass "
-                             "--encoder DIR")
+            raise InputError(f"{folder} is not a reader, retriever or detector folder (it holds none of "
+                             f"{READER_CONFIG}, {RETRIEVER_CONFIG}, {DETECTOR_CONFIG}); for the bundled default "
+                             "encoder or a Hugging Face model, write an exported copy with `corefsearch export-onnx "
+                             f"{zero_shot} --out DIR` and pass --encoder DIR")
     summary.seconds = time.perf_counter() - started
     return summary
 

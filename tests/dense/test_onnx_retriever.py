@@ -251,7 +251,7 @@ def test_cli_backend_errors_are_one_line(small_dataset: Path, two_encoders: Path
     assert not (tmp_path / "r.trec").exists()
     # export-onnx on a plain Hugging Face folder, and --out with a retriever folder
     result = invoke("export-onnx", tmp_path / "idx", expect_error=True)
-    assert "is not a reader or a retriever folder" in flat(result.output) and "--out DIR" in flat(result.output)
+    assert "is not a reader, retriever or detector folder" in flat(result.output) and "--out DIR" in flat(result.output)
     result = invoke("export-onnx", two_encoders, "--out", tmp_path / "copy", expect_error=True)
     assert "is a retriever folder" in flat(result.output) and not (tmp_path / "copy").exists()
 
