@@ -185,3 +185,68 @@ def test_sparse_alignment_of_large_components_equals_scorch(monkeypatch: pytest.
         expected = scorch_triple(scorch_scores.ceaf_e, [set(c) for c in clusters_of(key)],
                                  [set(c) for c in clusters_of(response)])
         assert (ours.recall, ours.precision, ours.f1) == pytest.approx(expected, abs=1e-6), (key, response)
+
+
+# --- twinless mentions: key and response over different mention sets ------------------------------------------
+
+
+def test_twinless_mentions_on_both_sides_by_hand() -> None:
+    """Key {a,b,c}; response {a,b,x}, {y}: c has no twin (recall), x and y none (precision).
+
+    Singletons kept: MUC R = (3 − |{a,b},{c}|) / 2 = 1/2, P = ((3 − |{a,b},{x}|) + 0) / (2 + 0) = 1/2;
+    B³ R = (2²/3) / 3 = 4/9, P = (2²/3 + 0) / 4 = 1/3; CEAF-e φ4({a,b,c},{a,b,x}) = 4/6: R = 2/3 / 1,
+    P = 2/3 / 2; LEA R = 3 · (1 of 3 links) / 3 = 1/3, P = (3 · 1/3 + 1 · 0) / 4 = 1/4 ({y}: a wrong self-link).
+    Singletons dropped ({y} goes): MUC as kept, B³ P = (4/3) / 3 = 4/9, CEAF-e P = 2/3, LEA P = 1/3."""
+    key, response = [set("abc")], [set("abx"), {"y"}]
+    kept = score_clusters(key, response, "keep")
+    close(kept.muc, 1 / 2, 1 / 2)
+    close(kept.b_cubed, 4 / 9, 1 / 3)
+    close(kept.ceaf_e, 2 / 3, 1 / 3)
+    close(kept.lea, 1 / 3, 1 / 4)
+    dropped = score_clusters(key, response, "drop")
+    close(dropped.muc, 1 / 2, 1 / 2)
+    close(dropped.b_cubed, 4 / 9, 4 / 9)
+    close(dropped.ceaf_e, 2 / 3, 2 / 3)
+    close(dropped.lea, 1 / 3, 1 / 3)
+    # no mention in common: nothing is found and nothing is right
+    nothing = score_clusters([set("ab"), {"c"}], [set("xy"), {"z"}])
+    assert all(score.f1 == 0.0 for score in nothing.metrics().values())
+
+
+def lea_by_links(key: list[set[str]], response: list[set[str]]) -> tuple[float, float]:
+    """LEA straight from its definition, over explicit sets of links (pairs; a singleton's self-link)."""
+    def links(cluster: set[str]) -> set[frozenset[str]]:
+        return {frozenset({m}) for m in cluster} if len(cluster) == 1 else {
+            frozenset({a, b}) for a in cluster for b in cluster if a < b}
+
+    def side(clusters: list[set[str]], other: list[set[str]]) -> float:
+        found = set().union(*(links(c) for c in other)) if other else set()
+        total = sum(len(c) for c in clusters)
+        return sum(len(c) * len(links(c) & found) / len(links(c)) for c in clusters) / total if total else 0.0
+
+    return side(key, response), side(response, key)
+
+
+@pytest.mark.parametrize("singletons", ["keep", "drop"])
+def test_twinless_sets_agree_with_scorch_and_lea_by_links(singletons: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key and response drawn from a shared pool plus mentions of their own (key-only mentions without a twin,
+    response-only twinless ones), in every proportion (response inside the key, key inside the response,
+    nothing shared): MUC, B³, CEAF-e equal scorch's, LEA equals its definition over sets of links."""
+    monkeypatch.setattr(scorch_scores, "harmonic_mean", harmonic_mean_of_two)
+    rng = random.Random(31 if singletons == "keep" else 32)
+    for trial in range(300):
+        shared = [f"m{i}" for i in range(rng.randrange(0, 15))]
+        key_only = [f"k{i}" for i in range(rng.randrange(0, 8) if trial % 3 else 0)]
+        response_only = [f"r{i}" for i in range(rng.randrange(0, 8) if trial % 4 else 0)]
+        key = random_partition(rng, shared + key_only, rng.randrange(1, 10))
+        response = random_partition(rng, shared + response_only, rng.randrange(1, 10))
+        ours = score_partitions(key, response, singletons)
+        key_clusters = [set(c) for c in clusters_of(key) if singletons == "keep" or len(c) > 1]
+        response_clusters = [set(c) for c in clusters_of(response) if singletons == "keep" or len(c) > 1]
+        if key_clusters and response_clusters:
+            for score, metric in ((ours.muc, scorch_scores.muc), (ours.b_cubed, scorch_scores.b_cubed),
+                                  (ours.ceaf_e, scorch_scores.ceaf_e)):
+                expected = scorch_triple(metric, key_clusters, response_clusters)
+                assert (score.recall, score.precision, score.f1) == pytest.approx(expected, abs=1e-9), (key, response)
+        recall, precision = lea_by_links(key_clusters, response_clusters)
+        assert (ours.lea.recall, ours.lea.precision) == pytest.approx((recall, precision), abs=1e-12), (key, response)

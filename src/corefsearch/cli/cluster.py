@@ -1,4 +1,4 @@
-"""``cluster``: every gold mention of a split into coreference clusters."""
+"""``cluster``: every gold (or predicted) mention of a split into coreference clusters."""
 
 from __future__ import annotations
 
@@ -28,7 +28,12 @@ def cluster_command(
         help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone) | "
              "encoder (the mention encoder of --model, average-linkage clustering of its vectors) | gold (the "
              "dataset's own clusters: the key, e.g. for the reference scorer with --conll).")],
-    split: Annotated[str, typer.Option(help="The split whose gold mentions are clustered.")] = "test",
+    split: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="The split whose mentions are clustered (default test). With --mentions predicted: the passages that "
+             "record it, or all: every passage (the default when no passage records a split).")] = None,
+    mentions: Annotated[str, typer.Option(
+        help="gold (the dataset's annotated mentions) | predicted (a detector's, from `corefsearch detect`; each "
+             "line of --out then adds passage_id, doc_id, start, end and detector).")] = "gold",
     scope: Annotated[str, typer.Option(
         help="topic (within each document topic the dataset records) | predicted-topic (within groups of "
              "documents clustered by TF-IDF) | corpus (all mentions of the split at once).")] = "topic",
@@ -56,15 +61,16 @@ def cluster_command(
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
-    """Cluster every gold mention of a split into coreference clusters (baselines: lemma, singletons;
-    or a trained mention encoder)."""
+    """Cluster every gold (or predicted) mention of a split into coreference clusters (baselines: lemma,
+    singletons; or a trained mention encoder)."""
     from corefsearch.pipeline import cluster_dataset
 
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
     with precision_scope(precision, ray=ray_given):
         summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
                                   topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
-                                  batch_size=batch_size, device=device, lemma_weight=lemma_weight, ray=ray_given)
+                                  batch_size=batch_size, device=device, lemma_weight=lemma_weight, ray=ray_given,
+                                  mentions=mentions)
     print_cluster_summary(summary, scope, console)
 
 

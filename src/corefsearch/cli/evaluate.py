@@ -41,12 +41,16 @@ def evaluate_command(
              "with --clusters: the dataset whose gold clusters are the key.")] = None,
     clusters: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--clusters", help="Score this clustering ({mention_id, cluster_id} JSONL lines) against the gold clusters "
-                           "of --dataset instead of runs: MUC, B³, CEAF-e, LEA and CoNLL F1.")] = None,
+                           "of --dataset instead of runs: MUC, B³, CEAF-e, LEA and CoNLL F1. Lines with a span "
+                           "(passage_id, start, end) are predicted mentions, matched to gold ones by exact span.")
+    ] = None,
     split: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="With --clusters: the split whose gold clusters are the key (default: test).")] = None,
+        help="With --clusters: the split whose gold clusters are the key (default: test; with predicted "
+             "mentions the gold mentions of the passages of the split, or all: of every passage, the default "
+             "when no passage records a split).")] = None,
     singletons: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="With --clusters: keep | drop (remove the singleton clusters of key and response before "
-             "scoring; default: keep).")] = None,
+             "scoring; default: keep, and both for predicted mentions).")] = None,
     cluster_k: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="With --spans and --dataset: also score each query's top K as a cluster (the mentions its spans "
              "mark, with the query's own) against the query's gold cluster: per-query B³ P/R/F1.")] = None,
@@ -118,16 +122,18 @@ def _evaluate_clusters(clusters: Path, runs: list[Path] | None, dataset: Path | 
         raise CorefSearchError(f"{', '.join(given)} score runs, not a clustering: leave {them} out with --clusters")
     if dataset is None:
         raise CorefSearchError("--clusters needs --dataset DATASET (its clusters.jsonl holds the gold clusters)")
-    from corefsearch.evaluate.coref_files import cluster_csv, evaluate_clusters, render_cluster_table
+    from corefsearch.evaluate.coref_files import cluster_csv, evaluate_cluster_settings, render_cluster_table
 
-    evaluation = evaluate_clusters(clusters, dataset, split or "test", singletons or "keep")
-    for message in evaluation.warnings:
+    evaluations = evaluate_cluster_settings(clusters, dataset, split, singletons)
+    for message in evaluations[0].warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
-    if output_format == "json":
-        sys.stdout.write(json.dumps(evaluation.to_json(), indent=2) + "\n")
+    if output_format == "json":  # one object, or a list of them for both singleton settings
+        values = [evaluation.to_json() for evaluation in evaluations]
+        sys.stdout.write(json.dumps(values[0] if len(values) == 1 else values, indent=2) + "\n")
     elif output_format == "csv":
-        sys.stdout.write(cluster_csv(evaluation))
+        sys.stdout.write(cluster_csv(evaluations))
     else:
-        render_cluster_table(evaluation, console)
+        for evaluation in evaluations:
+            render_cluster_table(evaluation, console)
 
 

@@ -209,7 +209,8 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
         stages += f"; {summary.encoded:,} distinct encoder inputs (identical copies encoded once)"
     mentions = f"{summary.mentions:,} mentions"
     if getattr(summary, "mention_kind", "gold") == "predicted":
-        mentions = f"{summary.mentions:,} predicted mentions (detector {summary.detector or 'unnamed'})"
+        mentions = (f"{summary.mentions:,} predicted mentions (detector {summary.detector or 'unnamed'}, "
+                    f"--split {summary.split})")
     console.print(f"Clustered {mentions} into {summary.clusters:,} clusters ({summary.groups:,} "
                   f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; wrote {wrote}", markup=False)
 

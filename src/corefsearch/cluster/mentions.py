@@ -25,10 +25,14 @@ class ClusterMention:
 
 @dataclass
 class SplitMentions:
-    """The mentions of a split, sorted by id, and the texts of the passages they point into."""
+    """The mentions of a split, sorted by id, and the texts of the passages they point into; ``kind``: gold
+    (the dataset's annotations) or predicted (a detector's, ``predicted.py``, named by ``detector``)."""
 
     mentions: list[ClusterMention] = field(default_factory=list)
     passage_texts: dict[str, str] = field(default_factory=dict)
+    kind: str = "gold"
+    detector: str | None = None
+    split: str | None = None  # the split read (predicted mentions: ``all`` for every passage)
 
 
 def split_mention_ids(dataset: Dataset, split: str) -> list[str]:

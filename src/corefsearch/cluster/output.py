@@ -1,4 +1,6 @@
-"""Writing a clustering: ``{mention_id, cluster_id}`` JSONL, and the CoNLL file of the reference scorer.
+"""Writing a clustering: ``{mention_id, cluster_id}`` JSONL (predicted mentions add ``passage_id``,
+``doc_id``, ``start``, ``end`` and ``detector``, so a scorer finds each span), and the CoNLL file of the
+reference scorer.
 
 The CoNLL file follows the convention of cross-document coreference on ECB+ (Barhom et al. 2019,
 Cattan et al. 2021): the whole split is one pseudo-document, here named :data:`CONLL_DOCUMENT`,
@@ -20,15 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from corefsearch.io.write import atomic_file, write_jsonl
 
 CONLL_DOCUMENT = "all"
 
 
-def write_clusters(path: Path, assignment: Mapping[str, str]) -> int:
-    """Write ``{"mention_id", "cluster_id"}`` lines, sorted by mention id, atomically; return how many."""
-    return write_jsonl(path, ({"mention_id": mention_id, "cluster_id": assignment[mention_id]}
+def write_clusters(path: Path, assignment: Mapping[str, str],
+                   extra: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+    """Write ``{"mention_id", "cluster_id"}`` lines, sorted by mention id, atomically; return how many.
+    ``extra``: fields each mention's line adds after those two (predicted mentions: where the mention is)."""
+    return write_jsonl(path, ({"mention_id": mention_id, "cluster_id": assignment[mention_id],
+                               **(extra[mention_id] if extra is not None else {})}
                               for mention_id in sorted(assignment)))
 
 

@@ -1,4 +1,4 @@
-"""``corefsearch cluster``: cluster every gold mention of a dataset's split and write the clusters."""
+"""``corefsearch cluster``: cluster every gold (or predicted) mention of a dataset's split and write the clusters."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, sa
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
 from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
+from corefsearch.cluster.predicted import ALL_PASSAGES, MENTION_KINDS, read_predicted_mentions, span_fields
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
 from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
@@ -35,6 +36,9 @@ class ClusterSummary:
     lemma_weight: float | None = None  # β of --method encoder (0: the encoder alone)
     stages: dict[str, float] | None = None  # --method encoder: seconds of "encode" and "cluster"
     encoded: int | None = None  # --method encoder: distinct encoder inputs (copies of a mention are encoded once)
+    mention_kind: str = "gold"  # --mentions: gold (the dataset's annotations) or predicted (a detector's)
+    detector: str | None = None  # --mentions predicted: the detector's name its manifest records
+    split: str = "test"  # the split clustered (predicted mentions: all, for every passage)
 
 
 ALL_METHODS = (*METHODS, "encoder")
@@ -61,13 +65,16 @@ def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
 
 
 @writes_outputs(_cluster_outputs)
-def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str = "test", scope: str = "topic",
+def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str | None = None, scope: str = "topic",
                     conll: Path | None = None, topic_threshold: float | None = None, model: Path | None = None,
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                     device: str = "auto", encoding: MentionEncoding | None = None,
-                    lemma_weight: float | None = None) -> ClusterSummary:
+                    lemma_weight: float | None = None, mentions: str = "gold") -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
+    ``split`` defaults to test. ``mentions`` predicted: the detector's mentions of the passages of ``split``
+    (``all``: every passage, the default when no passage records a split) instead (``predicted.py``), each
+    line adding where its mention is.
     ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``.
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
     (``threshold``, default the model's), the lemma weight β (``lemma_weight``, default the model's: two
@@ -77,6 +84,14 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     started = time.perf_counter()
     if method not in ALL_METHODS:
         raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
+    if mentions not in MENTION_KINDS:
+        raise InputError(f"--mentions must be one of {', '.join(MENTION_KINDS)}, got {mentions!r}")
+    if mentions == "predicted" and method == "gold":
+        raise InputError("--method gold gives the dataset's own clusters of its gold mentions: it cannot cluster "
+                         "--mentions predicted; choose lemma, singletons or encoder")
+    if mentions == "gold" and split == ALL_PASSAGES:
+        raise InputError(f"--split {ALL_PASSAGES}: only with --mentions predicted (gold mentions are clustered by "
+                         "the split of their cluster in clusters.jsonl)")
     if method != "encoder":
         given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
                                           ("--lemma-weight", lemma_weight)) if value is not None]
@@ -109,7 +124,12 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     if topic_threshold is not None and scope != "predicted-topic":
         raise InputError("--topic-threshold cuts the document tree of --scope predicted-topic; "
                          f"it does nothing with --scope {scope}")
-    found = read_split_mentions(dataset, split)
+    if mentions == "gold":
+        split = split or "test"
+        found = read_split_mentions(dataset, split)
+    else:
+        found = read_predicted_mentions(dataset, split)
+        split = found.split or ALL_PASSAGES
     topic_cut = DEFAULT_TOPIC_THRESHOLD if topic_threshold is None else topic_threshold
     # Checked for singletons too (a missing topic is an error with every method), so that a loop over
     # methods and scopes fails at once; the singleton partition itself is the same in every scope.
@@ -131,12 +151,13 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
             DEFAULT_K if k is None else k, batch_size, device, stages, encoding)
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
-    write_clusters(out, assignment)
+    extra = span_fields(found.mentions, found.detector) if found.kind == "predicted" else None
+    write_clusters(out, assignment, extra)
     if conll is not None:
         write_conll(conll, assignment)
     return ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
                           len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started,
-                          tau, beta, stages, encoded)
+                          tau, beta, stages, encoded, found.kind, found.detector, split)
 
 
 def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups: dict[str, str],
@@ -159,7 +180,12 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
                          "give --threshold τ (a cosine distance, e.g. 0.5)")
     beta = encoder.config.lemma_weight if lemma_weight is None else lemma_weight
     mentions = found.mentions
-    records = split_records(dataset, split)
+    if found.kind == "predicted":
+        from corefsearch.cluster.predicted import predicted_records
+
+        records = predicted_records(dataset, found)
+    else:
+        records = split_records(dataset, split)
     ids = [r.mention_id for r in records]
     if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
         raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")

@@ -5,6 +5,10 @@ The key is every cluster of ``DATASET/clusters.jsonl`` listed under the split, w
 mentions (a mention's split is the split of its gold cluster). Response mentions of other splits
 are left out (with a warning that counts them); a mention the dataset does not have at all, or a
 mention given twice, is an error naming ``FILE:LINE``.
+
+A clusters file of predicted mentions (each line with its span, ``coref_predicted.py``) is scored
+against every gold mention of the passages of the split, its mentions matched to gold ones by exact
+span; without ``singletons`` it is scored twice, singletons kept and dropped (Cattan et al. 2021).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.errors import InputError
 from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
+from corefsearch.evaluate.coref_predicted import SPAN_FIELDS, has_spans, match_predicted
 from corefsearch.io.read import read_jsonl
 from corefsearch.schema import SPLITS, RecordFields
 
@@ -37,12 +42,28 @@ class GoldKey:
 
 
 @dataclass
+class MatchCounts:
+    """How the predicted mentions of a response met the gold ones (before any singleton is dropped)."""
+
+    detector: str | None  # as the clusters file names it
+    predicted: int  # response mentions in passages of the split
+    matched: int  # of them, those with a gold twin (the same span)
+    gold: int  # gold mentions of the split (the key)
+
+
+@dataclass
 class ClusterEvaluation:
     name: str
     split: str
     singletons: str
     scores: CorefScores
     warnings: list[str] = field(default_factory=list)
+    matching: MatchCounts | None = None  # predicted mentions only
+
+    @property
+    def mentions(self) -> str:
+        """gold (the response clusters the dataset's mention ids) or predicted (spans matched to them)."""
+        return "gold" if self.matching is None else "predicted"
 
     def to_json(self) -> dict[str, Any]:
         values: dict[str, Any] = {"clusters": self.name, "split": self.split, "singletons": self.singletons}
@@ -50,6 +71,10 @@ class ClusterEvaluation:
         values["CoNLL F1"] = self.scores.conll_f1
         values["key_mentions"] = self.scores.key_mentions
         values["response_mentions"] = self.scores.response_mentions
+        values["mentions"] = self.mentions
+        if self.matching is not None:
+            values.update({"detector": self.matching.detector, "predicted_mentions": self.matching.predicted,
+                           "matched_mentions": self.matching.matched, "gold_mentions": self.matching.gold})
         return values
 
 
@@ -83,6 +108,9 @@ def read_response(path: Path, gold: GoldKey) -> tuple[dict[str, str], list[str]]
         mention_id = fields.ident("mention_id")
         fields.subject = f"mention {mention_id}"
         cluster_id = fields.ident("cluster_id")
+        if any(name in record for name in SPAN_FIELDS):
+            raise fields.error("gives a span (passage_id, start, end), but line 1 does not: a clusters file holds "
+                               "gold mentions (dataset ids) or predicted ones (each with its span), not both")
         if mention_id in first_line:
             raise InputError(f"{path}:{line_number}: mention {mention_id} occurs twice "
                              f"(first on line {first_line[mention_id]}); each mention belongs to one cluster")
@@ -113,12 +141,32 @@ def read_response(path: Path, gold: GoldKey) -> tuple[dict[str, str], list[str]]
 def evaluate_clusters(clusters_path: Path, dataset_dir: Path, split: str = "test",
                       singletons: str = "keep") -> ClusterEvaluation:
     """Score a clusters file against the dataset's gold clusters of ``split``."""
-    if singletons not in SINGLETONS:
+    return evaluate_cluster_settings(clusters_path, dataset_dir, split, singletons)[0]
+
+
+def evaluate_cluster_settings(clusters_path: Path, dataset_dir: Path, split: str | None = None,
+                              singletons: str | None = None) -> list[ClusterEvaluation]:
+    """Score a clusters file against the dataset's gold clusters of ``split`` (default test), once per singleton
+    setting: ``singletons`` (keep or drop), else keep for gold mentions and both, kept then dropped, for
+    predicted mentions (their spans matched to the gold mentions of the passages of ``split``; ``all``: every
+    passage, the default when no passage records a split)."""
+    if singletons is not None and singletons not in SINGLETONS:
         raise InputError(f"--singletons must be keep or drop, got {singletons!r}")
-    gold = read_gold_key(dataset_dir, split)
-    response, warnings = read_response(Path(clusters_path), gold)
-    scores = score_partitions(gold.key, response, singletons)
-    return ClusterEvaluation(Path(clusters_path).name, split, singletons, scores, warnings)
+    path = Path(clusters_path)
+    matching: MatchCounts | None = None
+    if has_spans(path):
+        found = match_predicted(path, dataset_dir, split)
+        key, response, warnings, split = found.key, found.response, found.warnings, found.split
+        matching = MatchCounts(found.detector, found.predicted, found.matched, len(found.key))
+        settings = [singletons] if singletons is not None else list(SINGLETONS)
+    else:
+        split = split or "test"
+        gold = read_gold_key(dataset_dir, split)
+        response, warnings = read_response(path, gold)
+        key = gold.key
+        settings = [singletons or "keep"]
+    return [ClusterEvaluation(path.name, split, setting, score_partitions(key, response, setting), warnings, matching)
+            for setting in settings]
 
 
 def render_cluster_table(evaluation: ClusterEvaluation, console: Console | None = None) -> Table:
@@ -127,10 +175,16 @@ def render_cluster_table(evaluation: ClusterEvaluation, console: Console | None 
     from rich.table import Table
 
     scores = evaluation.scores
+    caption = (f"{scores.key_mentions:,} key mentions in {scores.key_clusters:,} clusters; "
+               f"{scores.response_mentions:,} response mentions in {scores.response_clusters:,} clusters")
+    matching = evaluation.matching
+    if matching is not None:
+        caption += (f"\npredicted mentions (detector {matching.detector or 'not named'}): {matching.matched:,} of "
+                    f"{matching.predicted:,} match a gold mention's span exactly; {matching.gold:,} gold mentions")
     table = Table(title=f"Coreference metrics ×100: {evaluation.name} ({evaluation.split}, "
+                        f"{'predicted mentions, ' if matching is not None else ''}"
                         f"singletons {'kept' if evaluation.singletons == 'keep' else 'dropped'})",
-                  caption=f"{scores.key_mentions:,} key mentions in {scores.key_clusters:,} clusters; "
-                          f"{scores.response_mentions:,} response mentions in {scores.response_clusters:,} clusters")
+                  caption=caption)
     table.add_column("Metric")
     for column in ("R", "P", "F1"):
         table.add_column(column, justify="right")
@@ -143,22 +197,26 @@ def render_cluster_table(evaluation: ClusterEvaluation, console: Console | None 
     return table
 
 
-def cluster_csv(evaluation: ClusterEvaluation) -> str:
-    """``clusters,split,singletons,MUC_R,MUC_P,MUC_F1,…,LEA_F1,CoNLL_F1,key_mentions,response_mentions``."""
-    scores = evaluation.scores
+def cluster_csv(evaluation: ClusterEvaluation | list[ClusterEvaluation]) -> str:
+    """``clusters,split,singletons,MUC_R,MUC_P,MUC_F1,…,LEA_F1,CoNLL_F1,key_mentions,response_mentions,
+    mentions,predicted_mentions,matched_mentions`` (the last two empty for gold mentions); one row per evaluation."""
+    evaluations = evaluation if isinstance(evaluation, list) else [evaluation]
     header = ["clusters", "split", "singletons"]
-    row: list[str] = [evaluation.name, evaluation.split, evaluation.singletons]
-    for name, score in scores.metrics().items():
-        header += [f"{name}_R", f"{name}_P", f"{name}_F1"]
-        row += [repr(score.recall), repr(score.precision), repr(score.f1)]
-    header += ["CoNLL_F1", "key_mentions", "response_mentions"]
-    row += [repr(scores.conll_f1), str(scores.key_mentions), str(scores.response_mentions)]
+    header += [f"{name}_{part}" for name in METRIC_NAMES for part in ("R", "P", "F1")]
+    header += ["CoNLL_F1", "key_mentions", "response_mentions", "mentions", "predicted_mentions", "matched_mentions"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerow(row)
+    for one in evaluations:
+        scores = one.scores
+        row: list[str] = [one.name, one.split, one.singletons]
+        for score in scores.metrics().values():
+            row += [repr(score.recall), repr(score.precision), repr(score.f1)]
+        row += [repr(scores.conll_f1), str(scores.key_mentions), str(scores.response_mentions), one.mentions]
+        row += ["", ""] if one.matching is None else [str(one.matching.predicted), str(one.matching.matched)]
+        writer.writerow(row)
     return buffer.getvalue()
 
 
-__all__ = ["METRIC_NAMES", "ClusterEvaluation", "GoldKey", "cluster_csv", "evaluate_clusters", "read_gold_key",
-           "read_response", "render_cluster_table"]
+__all__ = ["METRIC_NAMES", "ClusterEvaluation", "GoldKey", "MatchCounts", "cluster_csv", "evaluate_cluster_settings",
+           "evaluate_clusters", "read_gold_key", "read_response", "render_cluster_table"]
