@@ -266,3 +266,38 @@ def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_
     assert [[m[:3] for m in found] for found in onnx_found] == [[m[:3] for m in found] for found in torch_found]
     for a, b in zip(onnx_found, torch_found, strict=True):
         assert all(abs(x[3] - y[3]) < 1e-3 for x, y in zip(a, b, strict=True))
+
+
+def test_add_detects_the_new_passages_with_the_datasets_detector(trained: Path, dataset: Path,
+                                                                   tmp_path: Path) -> None:
+    from corefsearch.datasets.dataset import Dataset
+
+    copy = _copy(dataset, tmp_path)
+    detector = tmp_path / "detector"
+    shutil.copytree(trained, detector)
+    with one_torch_thread():
+        assert runner.invoke(app, ["detect", str(copy), "--model", str(detector)]).exit_code == 0
+        before = (copy / "predicted_mentions.jsonl").read_text()
+        corpus = tmp_path / "new"
+        corpus.mkdir()
+        (corpus / "corpus.jsonl").write_text(json.dumps({"doc_id": "new-1", "title": "Quake",
+                                                         "text": "The earthquake hit the town. Crews came."}) + "\n",
+                                             encoding="utf-8")
+        result = runner.invoke(app, ["add", str(copy), "--corpus", str(corpus)])
+    assert result.exit_code == 0, result.output
+    assert "predicted mentions: +" in result.output
+    data = Dataset(copy)
+    after = (copy / "predicted_mentions.jsonl").read_text()
+    assert after.startswith(before)
+    manifest = data.predicted_manifest()
+    assert manifest["passages_sha256"] == "sha256:" + sha256_file(copy / "passages.jsonl")
+    assert manifest["counts"]["passages"] == sum(1 for _ in data.passages())
+    texts = {p.id: p.text for p in data.passages()}
+    assert all(texts[m.passage_id][m.start:m.end] == m.text for m in data.predicted_mentions())
+    # a detector that is gone: refused before anything is added
+    shutil.rmtree(detector)
+    (corpus / "corpus.jsonl").write_text(json.dumps({"doc_id": "new-2", "text": "A storm came."}) + "\n",
+                                         encoding="utf-8")
+    result = runner.invoke(app, ["add", str(copy), "--corpus", str(corpus)])
+    assert result.exit_code == 1 and "cannot be loaded" in result.output
+    assert sha256_file(copy / "passages.jsonl") == manifest["passages_sha256"].removeprefix("sha256:")

@@ -220,6 +220,9 @@ def print_add_summary(summary: Any, console: Console) -> None:
                   f"mentions) to {summary.dataset}: {summary.total_passages:,} passages now; {summary.new_queries:,} "
                   f"new queries, {summary.changed_queries:,} queries with new relevant passages, "
                   f"{summary.new_clusters:,} new clusters ({summary.seconds:.1f} s)", markup=False)
+    if summary.predicted_mentions is not None:
+        console.print(f"  predicted mentions: +{summary.predicted_mentions:,} (the dataset's detector on the new "
+                      "passages)", markup=False)
     for line in summary.indexes:
         console.print(f"  index {line}", markup=False)
 

@@ -21,10 +21,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
-from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
-from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, Dataset
+from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, now, write_manifest
+from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS_FILE, Dataset
 from corefsearch.detect.detectors import check_detector, detector_reference, load_detector
-from corefsearch.errors import InputError
+from corefsearch.errors import CorefSearchError, InputError
 from corefsearch.io.write import atomic_file, dump_json_line, sha256_file
 from corefsearch.schema import MENTION_TYPES, Passage, PredictedMention
 
@@ -173,3 +173,61 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
         "counts": {"passages": passages, "passages_without_mentions": without, **counts}}))
     shutil.rmtree(work, ignore_errors=True)
     return DetectSummary(out, passages, {k: v for k, v in counts.items() if k in kinds}, without, seconds, done)
+
+
+# --- corefsearch add: the new passages of a dataset that holds predicted mentions ----------------------------
+
+
+def dataset_detector(dataset: Dataset, device: str = "auto") -> tuple[Any, dict[str, Any]] | None:
+    """The detector that wrote ``dataset``'s predicted mentions, loaded, with the manifest; None when the
+    dataset holds none. Refused in one line (before any work) when the mentions no longer match the passages
+    or the detector folder is gone or holds other weights than it had."""
+    from corefsearch.models import resolve_device
+
+    if not (dataset.root / PREDICTED_MANIFEST_FILE).exists():
+        return None
+    manifest = dataset.predicted_manifest()
+    again = f"run `corefsearch detect {dataset.root} --model MODEL|heuristic --overwrite` first"
+    if manifest.get("passages_sha256") != "sha256:" + sha256_file(dataset.passages_path):
+        raise InputError(f"{dataset.root / PREDICTED_MANIFEST_FILE}: the predicted mentions were detected on other "
+                         f"passages than the dataset holds now; {again}")
+    recorded = manifest.get("detector") or {}
+    reference = str(recorded.get("name", ""))
+    try:
+        check_detector(reference)
+    except CorefSearchError as err:
+        raise InputError(f"the detector of {dataset.root}'s predicted mentions cannot be loaded ({err}); "
+                         f"{again}") from None
+    if recorded.get("weights_sha256") and detector_reference(reference).get("weights_sha256") != \
+            recorded["weights_sha256"]:
+        raise InputError(f"{reference} holds other weights than the detector that found {dataset.root}'s predicted "
+                         f"mentions; {again}")
+    types = list(manifest.get("types") or MENTION_TYPES)
+    detector = load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", "torch", types)
+    return detector, manifest
+
+
+def append_predicted(detector: Any, manifest: dict[str, Any], old: Path, staged: Path, passages: Iterable[Passage],
+                     batch_size: int = 64) -> int:
+    """Write into the staged dataset folder ``staged`` the predicted mentions of the dataset folder ``old``
+    followed by ``detector``'s mentions of the new ``passages`` (its ``passages.jsonl`` is the grown one),
+    and the updated manifest; the number of new mentions."""
+    counts = dict(manifest.get("counts") or {})
+    added = 0
+    out = staged / PREDICTED_MENTIONS_FILE
+    shutil.copyfile(old / PREDICTED_MENTIONS_FILE, out)
+    with out.open("a", encoding="utf-8") as handle:
+        for shard in _shards(passages, SHARD_SIZE):
+            found = detect_passages(detector, shard, batch_size)
+            holding = {m.passage_id for m in found}
+            counts["passages"] = int(counts.get("passages", 0)) + len(shard)
+            counts["passages_without_mentions"] = int(counts.get("passages_without_mentions", 0)) + \
+                len(shard) - len(holding)
+            for mention in found:
+                handle.write(dump_json_line(mention.to_json()))
+                counts[mention.type] = int(counts.get(mention.type, 0)) + 1
+                added += 1
+    updated = {**manifest, "counts": counts, "passages_sha256": "sha256:" + sha256_file(staged / "passages.jsonl"),
+               "file_sha256": "sha256:" + sha256_file(out), "updated": now()}
+    write_manifest(staged / PREDICTED_MANIFEST_FILE, updated)
+    return added
