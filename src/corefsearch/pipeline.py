@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.datasets.dataset import read_queries
+from corefsearch.datasets.dataset import dataset_holding, read_queries
 from corefsearch.engine import AdhocResult, SearchEngine, query_of
 from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.expansion import ExpansionOptions
@@ -168,6 +168,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         reader.validate()
     elif spans_out is not None:
         raise InputError("--spans-out names the spans file of --reader: add --reader MODEL_DIR")
+    _check_split_queries(queries_path)
     if not Path(queries_path).exists():  # a folder is named as such by read_queries
         raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
                                    "DATASET/queries/{train,dev,test}.jsonl, written by `corefsearch build-dataset "
@@ -252,6 +253,19 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     return summary
 
 
+def _check_split_queries(queries_path: Path) -> None:
+    """A queries file of a dataset of plain documents (``DATASET/queries/SPLIT.jsonl``), missing or empty: the
+    one line saying why, not "no such file" (queries written there by hand are searched)."""
+    from corefsearch.datasets.text import has_records
+
+    path = Path(queries_path)
+    dataset = dataset_holding(path) if path.parent.name == "queries" else None
+    if dataset is None or dataset.has_gold_mentions or has_records(path):
+        return
+    dataset.require_gold("search", "search it one mention at a time with `corefsearch query INDEX --mention TEXT "
+                                   "--context TEXT`, or give --queries a queries file of your own")
+
+
 def _second_round(retriever: Retriever, first: list[tuple[Query, list[Any]]], expansion: ExpansionOptions, k: int,
                   has_reader: bool, spans_of: dict[str, dict[str, tuple[int, int]]], dataset_dir: Path | None,
                   device: str) -> tuple[Iterator[tuple[Query, list[Any]]], dict[str, Any]]:
@@ -327,7 +341,13 @@ def cluster_dataset(dataset: Path, out: Path, ray: Any = None, **options: Any) -
     parameters), with the mentions of ``--method encoder`` encoded on a Ray cluster when ``ray``
     (``corefsearch.distributed.session.RayOptions``) is given, to the same vectors."""
     from corefsearch.cluster.run import cluster_dataset as cluster_here
+    from corefsearch.datasets.dataset import Dataset
 
+    if options.get("mentions", "gold") == "gold" and (Path(dataset) / "manifest.json").is_file():
+        # Gold mentions: a dataset of plain documents has none (one line saying what to run instead).
+        Dataset(dataset).require_gold("cluster", f"find mentions with `corefsearch detect {dataset} --model "
+                                                 f"heuristic`, then cluster them with `corefsearch cluster {dataset} "
+                                                 "--mentions predicted`")
     encoding = None
     if ray is not None:
         from corefsearch.distributed.mention_encoding import RayMentionEncoding

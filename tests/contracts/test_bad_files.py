@@ -239,11 +239,14 @@ def test_corpus_without_documents(news_corpus: Any, tmp_path: Path, content: str
 
 
 def test_corpus_without_mentions(news_corpus: Any, tmp_path: Path) -> None:
+    # An empty mentions.jsonl: plain documents (a dataset of passages, no queries), said in one line, no warning.
     (news_corpus.folder / "mentions.jsonl").write_text("", encoding="utf-8")
-    message = fails(*generic_build(news_corpus.folder, tmp_path / "ds"))
-    assert message == (f"error: {news_corpus.folder}: its 4 document(s) hold no mention to make queries of; "
-                       "queries are made of mentions (see README, File formats)")
-    only_input_left(tmp_path, "news")
+    result = runner.invoke(app, [str(a) for a in generic_build(news_corpus.folder, tmp_path / "ds")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"{news_corpus.folder / 'mentions.jsonl'} is empty: {news_corpus.folder} is read as plain documents; the "
+        "dataset holds its passages, without mentions, queries or qrels"]
+    assert (tmp_path / "ds" / "queries" / "test.jsonl").read_text() == ""
 
 
 def test_corpus_whose_mentions_are_all_dropped(tmp_path: Path) -> None:

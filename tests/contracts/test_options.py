@@ -348,7 +348,7 @@ def test_keep_mentions_whole() -> None:
 
 def test_sentences_is_refused_for_formats_with_their_own_sentences(tmp_path: Path) -> None:
     message = build_fails(tmp_path, "ecbplus", "--sentences", "newline")
-    assert "--sentences applies to --format generic only" in message
+    assert "--sentences applies to --format generic and text only" in message
     message = build_fails(tmp_path, "generic", "--sentences", "lines")
     assert "--sentences must be one of spacy, newline, got 'lines'" in message
 

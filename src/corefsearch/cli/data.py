@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from corefsearch.cli.app import app, console, user_errors
+from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.options import EncodeBatchOption, PrecisionOption, encode_batch_size, precision_scope
 from corefsearch.cli.report import print_add_summary
 from corefsearch.errors import CorefSearchError
@@ -32,7 +32,8 @@ def build_dataset_command(
     source_format: Annotated[str, typer.Option(
         "--format", help="ecbplus | wec | coresearch | generic | cdcr-json (a folder of {split}_text.txt and "
                          "{split}_{event,entity}_gold_mentions.json) | conll (a CoNLL coreference file or a "
-                         "folder of them)")],
+                         "folder of them) | text (plain documents without mentions: a folder of .txt files, the "
+                         "title on the first line, or a corpus.jsonl)")],
     out: Annotated[Path, typer.Option("--out", help="Dataset directory to write.")],
     mention_type: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="event | entity | all: the mentions kept (ecbplus, generic, cdcr-json; wec and coresearch hold "
@@ -57,7 +58,7 @@ def build_dataset_command(
              "field, and conll files named train…, dev…/val…, test…).")
     ] = None,
     sentences: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="generic: how text is cut into sentences: spacy (spaCy's sentencizer within each line; default) "
+        help="generic, text: how text is cut into sentences: spacy (spaCy's sentencizer within each line; default) "
              "| newline (one sentence per line). Sentences a mention straddles are joined.")] = None,
     splits: Annotated[str, typer.Option(
         help="Splits to write queries for (ecbplus, coresearch, cdcr-json: also the documents kept).")
@@ -70,7 +71,7 @@ def build_dataset_command(
     from corefsearch.cli.report import print_build_summary, print_statistics_check
     from corefsearch.datasets.build import BuildOptions, build_dataset
     from corefsearch.datasets.cdcr_json import CdcrReport, statistics_rows
-    from corefsearch.datasets.sources import SourceOptions, read_source
+    from corefsearch.datasets.sources import SourceOptions, plain_source, read_source
 
     kept_splits = tuple(s.strip() for s in splits.split(",") if s.strip())
     source_options = SourceOptions(mention_type, validated_only, sentences_csv, passage, kept_splits,
@@ -84,8 +85,12 @@ def build_dataset_command(
     options.validate()
     report = CdcrReport()
     documents = read_source(source_format, input_path, source_options, report=report)
+    plain = plain_source(source_format, input_path)  # no gold mentions: recorded, and said in one line
+    options.source["mentions"] = "none" if plain else "gold"
     summary = build_dataset(documents, out, options, distractors=distractors or [], overwrite=overwrite,
                             source_name=str(input_path))
+    if plain:
+        log_line(plain)
     print_build_summary(summary, console)
     if source_format == "cdcr-json":
         print_statistics_check(statistics_rows(input_path, report), input_path, console)

@@ -261,7 +261,8 @@ def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArgumen
                     on_step: Callable[[int, float], None] | None = None) -> TrainingSummary[ClustererExtras]:
     """Train a mention encoder on the train clusters of ``dataset_dir`` (dev picks epoch and τ) into ``out``."""
     args = args or ClustererTrainingArguments()
-    run, dataset = start_run(args, out, overwrite=overwrite, log=log, open_inputs=lambda: Dataset(dataset_dir))
+    run, dataset = start_run(args, out, overwrite=overwrite, log=log,
+                             open_inputs=lambda: Dataset(dataset_dir).require_gold("train clusterer"))
     train = read_train(dataset.root)
     dev = read_dev(dataset.root, args.scope, run.log, lemmas=any(args.lemma_weight_grid()))
     run.claim(dataset, {"clusters_sha256": dataset.manifest.get("checksums", {}).get("clusters.jsonl")

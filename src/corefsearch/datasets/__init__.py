@@ -1,8 +1,9 @@
 """Datasets (a wing): a coreference corpus turned into a coreference-search dataset, and read back.
 
 One module per source format: ``ecbplus`` (the ECB+ XML corpus), ``wec`` (WEC-Eng JSON),
-``coresearch`` (the published CoreSearch release) and ``generic`` (``corpus.jsonl`` +
-``mentions.jsonl`` of your own); ``sources`` reads any of them by name. ``build`` writes the dataset
+``coresearch`` (the published CoreSearch release), ``generic`` (``corpus.jsonl`` +
+``mentions.jsonl`` of your own) and ``text`` (plain documents without mentions: ``.txt`` files or a
+``corpus.jsonl``); ``sources`` reads any of them by name. ``build`` writes the dataset
 directory (passages, queries, qrels, clusters, manifest) with a writer that can append
 (``corefsearch add``). ``dataset`` reads a dataset directory (:class:`~corefsearch.datasets.dataset.Dataset`:
 its paths, passages, queries and gold clusters, each record checked once), ``passages`` reads one

@@ -318,15 +318,25 @@ def _check_has_mentions(writer: DatasetWriter, read: int, source_name: str) -> N
                          f"{','.join(options.splits)} (--splits)")
     if summary.passages == 0:
         raise InputError(f"{source_name}: its {summary.documents:,} document(s) hold no text to make passages of")
-    if summary.mentions == 0:
+    if summary.mentions == 0 and not is_plain(options):
         why = (f"all {summary.mentions_dropped:,} cross a passage boundary (try --passage window or document)"
-               if summary.mentions_dropped else "queries are made of mentions (see README, File formats)")
+               if summary.mentions_dropped else "queries are made of mentions (see README, File formats; documents "
+               "without mentions build with --format text)")
         raise InputError(f"{source_name}: its {summary.documents:,} document(s) hold no mention to make queries "
                          f"of; {why}")
 
 
+def is_plain(options: BuildOptions) -> bool:
+    """Whether the source is declared to hold plain documents, without gold mentions
+    (``options.source["mentions"] == "none"``, see ``sources.plain_source``)."""
+    return (options.source or {}).get("mentions") == "none"
+
+
 def check_splits(summary: BuildSummary, options: BuildOptions, fixed: bool, source_name: str) -> None:
-    """A dataset or a split left without queries is a warning that says why and what to do."""
+    """A dataset or a split left without queries is a warning that says why and what to do (none for a
+    dataset of plain documents, which has no mentions to make queries of)."""
+    if is_plain(options) and summary.mentions == 0:
+        return
     if not any(counts.queries for counts in summary.splits.values()):
         # Still a collection to index and search by hand, so not an error.
         warnings.warn(f"{source_name}: the dataset has no queries: no cluster has mentions in two different "

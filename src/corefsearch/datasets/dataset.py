@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.errors import CorefSearchError, InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
 from corefsearch.schema import SPLITS, Cluster, Passage, PredictedMention, Query
 
@@ -37,6 +37,25 @@ class Dataset:
 
     def passages(self) -> Iterator[Passage]:
         yield from iter_passages(self.passages_path)
+
+    @property
+    def has_gold_mentions(self) -> bool:
+        """False for a dataset of plain documents (``build-dataset --format text``, or generic without
+        ``mentions.jsonl``; ``options.source.mentions`` is ``"none"`` in its manifest) that no ``add`` has
+        brought mentions to: passages without mentions, and no queries, qrels or clusters."""
+        source = (self.manifest.get("options") or {}).get("source") or {}
+        counts = self.manifest.get("counts") or {}
+        return source.get("mentions") != "none" or bool(counts.get("mentions"))
+
+    def require_gold(self, what: str, instead: str | None = None) -> Dataset:
+        """This dataset, if it holds gold mentions; else the one-line error saying why ``what`` (the
+        command) cannot run on it and what to do ``instead``."""
+        if self.has_gold_mentions:
+            return self
+        instead = instead or ("it needs a dataset built from a corpus with gold mentions (e.g. --format generic "
+                              "with a mentions.jsonl)")
+        raise InputError(f"{what}: {self.root} is a dataset of plain documents, without gold mentions, queries, "
+                         f"qrels or clusters; {instead}")
 
     def queries(self, split: str) -> list[Query]:
         return read_queries(self.queries_path(split))
@@ -87,6 +106,18 @@ class Dataset:
             if split is None or cluster.split == split:
                 clusters.append(cluster)
         return clusters
+
+
+def dataset_holding(path: Path) -> Dataset | None:
+    """The dataset a file of it lies in (``DATASET/queries/SPLIT.jsonl``, ``DATASET/qrels/SPLIT.txt``), or
+    ``None`` (also where the folder above looks like a dataset and is not one)."""
+    root = Path(path).resolve().parent.parent
+    if not ((root / "manifest.json").is_file() and (root / "passages.jsonl").is_file()):
+        return None
+    try:
+        return Dataset(root)
+    except CorefSearchError:
+        return None
 
 
 def iter_passages(path: Path) -> Iterator[Passage]:

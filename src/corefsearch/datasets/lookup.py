@@ -44,6 +44,7 @@ def find_query(dataset_dir: Path, qid: str) -> DatasetQuery:
         judged = read_qrels(qrels_path).get(qid, {}) if qrels_path.is_file() else {}
         return DatasetQuery(found, split, {doc for doc, rel in judged.items() if rel > 0})
     where = f" (looked in queries/{', '.join(looked)})" if looked else " (it has no queries files)"
+    dataset.require_gold(f"query {qid!r}", "ask it with --mention TEXT --context TEXT")
     raise InputError(f"query {qid!r} is not in the dataset {dataset_dir}{where}")
 
 

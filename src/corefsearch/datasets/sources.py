@@ -14,13 +14,15 @@ if TYPE_CHECKING:
 from corefsearch.schema import Document
 from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 
-SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic", "cdcr-json", "conll")
+SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic", "cdcr-json", "conll", "text")
 MENTION_TYPE_CHOICES = ("event", "entity", "all")
 SPLIT_BY = ("clusters", "corpus")
 CHAIN_CHOICES = ("cross-document", "all")  # ecbplus: the chains whose mentions are kept
 # Formats whose documents come with a fixed split (ECB+ topics, CoreSearch's and CDCR-JSON's files)
 # and those whose clusters build splits by a seeded shuffle unless told otherwise.
 FIXED_SPLIT_FORMATS = ("ecbplus", "coresearch", "cdcr-json")
+# Formats whose text is cut into sentences here (--sentences), not brought cut by the corpus.
+SENTENCE_FORMATS = ("generic", "text")
 
 
 @dataclass
@@ -30,7 +32,7 @@ class SourceOptions:
     sentences_csv: Path | None = None
     passage: str = "sentence"
     splits: tuple[str, ...] = ("train", "dev", "test")
-    sentences: str | None = None  # generic: spacy (the default) | newline (see segmentation.py)
+    sentences: str | None = None  # generic, text: spacy (the default) | newline (see segmentation.py)
     split_by: str | None = None  # None: the format's default (see effective_split_by)
     chains: str | None = None  # ecbplus: cross-document (the default) | all; refused for the others
 
@@ -38,15 +40,16 @@ class SourceOptions:
         """The options as they apply to ``source_format`` (defaults filled in), for the manifest."""
         return {"mention_type": effective_mention_type(source_format, self.mention_type),
                 "split_by": effective_split_by(source_format, self.split_by),
-                "sentences": (self.sentences or DEFAULT_SENTENCES) if source_format == "generic" else None,
+                "sentences": (self.sentences or DEFAULT_SENTENCES) if source_format in SENTENCE_FORMATS else None,
                 **({"chains": self.chains or "cross-document"} if source_format == "ecbplus" else {})}
 
 
 def effective_mention_type(source_format: str, mention_type: str | None) -> str:
     """The mention type read: as given, else ``all`` for generic (whatever types its mentions
-    carry, as before the option applied to it) and ``event`` for the others."""
+    carry, as before the option applied to it) and text (the mentions `corefsearch add` may bring)
+    and ``event`` for the others."""
     if mention_type is None:
-        return "all" if source_format == "generic" else "event"
+        return "all" if source_format in ("generic", "text") else "event"
     if mention_type not in MENTION_TYPE_CHOICES:
         raise InputError(f"--mention-type must be one of {', '.join(MENTION_TYPE_CHOICES)}, got {mention_type!r}")
     return mention_type
@@ -76,9 +79,9 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
         raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")
     mention_type = effective_mention_type(source_format, options.mention_type)
     split_by = effective_split_by(source_format, options.split_by)
-    if source_format != "generic" and options.sentences is not None:
-        raise InputError(f"--sentences applies to --format generic only; {source_format} comes with its own "
-                         "sentences (or paragraphs)")
+    if source_format not in SENTENCE_FORMATS and options.sentences is not None:
+        raise InputError(f"--sentences applies to --format generic and text only; {source_format} comes with its "
+                         "own sentences (or paragraphs)")
     if source_format != "ecbplus" and options.chains is not None:
         raise InputError(f"--chains applies to --format ecbplus only; {source_format} has no chains to choose from")
     if options.chains is not None and options.chains not in CHAIN_CHOICES:
@@ -111,11 +114,38 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
 
         # Only the requested splits' files need to be there (a release may be partial).
         return read_coresearch(path, splits=options.splits)
+    # Windows are made of sentences; only "document" needs no segmentation.
+    units = "document" if options.passage == "document" else "sentence"
+    if source_format == "text" or (source_format == "generic" and plain_source(source_format, path)):
+        if source_format == "text" and options.mention_type is not None:
+            raise InputError(f"--mention-type {options.mention_type}: --format text reads documents without "
+                             "mentions")
+        from corefsearch.datasets.text import read_text
+
+        return read_text(path if source_format == "text" else Path(path) / "corpus.jsonl", units,
+                         sentences=options.sentences or DEFAULT_SENTENCES, split_by=split_by)
     if source_format == "generic":
         from corefsearch.datasets.generic import read_generic
 
-        # Windows are made of sentences; only "document" needs no segmentation.
-        return read_generic(path, passage="document" if options.passage == "document" else "sentence",
-                            sentences=options.sentences or DEFAULT_SENTENCES, mention_type=mention_type,
-                            split_by=split_by)
+        return read_generic(path, passage=units, sentences=options.sentences or DEFAULT_SENTENCES,
+                            mention_type=mention_type, split_by=split_by)
     raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")
+
+
+def plain_source(source_format: str, path: Path) -> str | None:
+    """Why the corpus at ``path`` read as ``source_format`` holds no gold mentions, in one line (``--format
+    text``; a generic folder whose ``mentions.jsonl`` is missing or empty), or ``None`` when it has them.
+    The dataset built from it holds plain documents: passages, and no queries, qrels or clusters."""
+    what = "the dataset holds its passages, without mentions, queries or qrels"
+    if source_format == "text":
+        return f"{path}: plain documents (--format text): {what}"
+    if source_format != "generic" or not Path(path).is_dir() or not (Path(path) / "corpus.jsonl").is_file():
+        return None
+    from corefsearch.datasets.generic import MENTIONS_FILE
+    from corefsearch.datasets.text import has_records
+
+    mentions = Path(path) / MENTIONS_FILE
+    if has_records(mentions):
+        return None
+    why = "is empty" if mentions.is_file() else "is missing"
+    return f"{mentions} {why}: {path} is read as plain documents; {what}"

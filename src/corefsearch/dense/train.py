@@ -154,7 +154,8 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
     docstring for how an interrupted run resumes.
     """
     args = args or RetrieverTrainingArguments()
-    run, dataset = start_run(args, out, overwrite=overwrite, log=log, open_inputs=lambda: Dataset(dataset_dir))
+    run, dataset = start_run(args, out, overwrite=overwrite, log=log,
+                             open_inputs=lambda: Dataset(dataset_dir).require_gold("train retriever"))
     log = run.log
     if index is not None:
         from corefsearch.sparse.index import check_index_matches_dataset

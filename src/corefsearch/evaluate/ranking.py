@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corefsearch.datasets.dataset import Dataset
+from corefsearch.datasets.dataset import Dataset, dataset_holding
 from corefsearch.errors import InputError
 from corefsearch.evaluate.metrics import (
     INFAP,
@@ -222,6 +222,15 @@ def run_names(run_paths: Sequence[Path]) -> list[str]:
     return unique
 
 
+def _check_dataset_qrels(path: Path) -> None:
+    """The qrels of a dataset of plain documents (``DATASET/qrels/SPLIT.txt``), missing or empty: the one line
+    saying why, not "no such file" or "no judgments" (qrels written there by hand are read)."""
+    holder = dataset_holding(path) if path.parent.name == "qrels" else None
+    if holder is None or holder.has_gold_mentions or (path.is_file() and path.stat().st_size):
+        return
+    holder.require_gold("evaluate", "score runs against the qrels of a dataset with gold mentions")
+
+
 def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str = "trec",
                    spans_paths: Sequence[Path] | None = None, dataset: Path | None = None,
                    metrics: Sequence[str] | None = None, curves: bool = False,
@@ -249,7 +258,8 @@ def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str 
     if cluster_k is not None and cluster_k < 1:
         raise InputError(f"--cluster-k must be at least 1, got {cluster_k}")
     # opened first, so that a wrong directory fails before any run is read
-    data = Dataset(Path(dataset)) if dataset is not None else None
+    data = Dataset(Path(dataset)).require_gold("evaluate --spans") if dataset is not None else None
+    _check_dataset_qrels(Path(qrels_path))
     qrels = read_qrels(Path(qrels_path))
     if not qrels:
         raise InputError(f"{qrels_path}: holds no judgments (lines 'qid 0 doc_id relevance'); is it the qrels "

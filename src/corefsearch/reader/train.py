@@ -383,7 +383,7 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
 
 
 def _open_inputs(dataset_dir: Path, run_path: Path) -> Dataset:
-    dataset = Dataset(dataset_dir)
+    dataset = Dataset(dataset_dir).require_gold("train reader")
     if not run_path.is_file():
         raise InputError(f"{run_path}: no such run file; write one with `corefsearch search --queries "
                          f"{dataset.queries_path('train')} ...`")
