@@ -17,6 +17,10 @@ mention becomes a query when its cluster has mentions in two passages or more. S
   ratios). The queries and qrels, all splits together, equal a fresh build's; each one's split
   is its cluster's.
 
+A dataset that holds predicted mentions (``corefsearch detect``) keeps them, and the detector that
+found them (its manifest names it; it must still be there, with the same weights) detects the new
+passages, appended to ``predicted_mentions.jsonl``.
+
 Each index named (``INDEX/lucene``, ``INDEX/dense``, whichever are there) takes the new passages
 only: Lucene through Anserini's indexer in append mode (``-append``) on a copy of the index
 whose files are hard links (Lucene never rewrites a file, so the old index is never touched);
@@ -77,6 +81,7 @@ class AddSummary:
     new_clusters: int = 0
     indexes: list[str] = field(default_factory=list)  # what was appended to, e.g. "INDEX/lucene (+12)"
     seconds: float = 0.0
+    predicted_mentions: int | None = None  # found by the dataset's detector in the new passages (None: it has none)
 
 
 def _staging_dir(target: Path) -> Path:
@@ -438,6 +443,9 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
     for index, kind in plan:
         if kind == "dense":  # loaded and checked before any work
             models[index] = _dense_model(index, encoder, device)
+    from corefsearch.detect.run import append_predicted, dataset_detector
+
+    detection = dataset_detector(dataset, device)  # the detector of its predicted mentions, if it has some
     if not indexes:
         warnings.warn(f"no --index given: the indexes of {dataset_dir} are left as they are and no longer match it "
                       "(search refuses them); name each with --index next time", stacklevel=2)
@@ -455,6 +463,9 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
         dataset_stage = stage(dataset_dir)
         old_count = _stage_dataset(dataset, corpus, dataset_stage, summary)
         passages_path = dataset_stage / "passages.jsonl"
+        if detection is not None:
+            summary.predicted_mentions = append_predicted(*detection, dataset_dir, dataset_stage,
+                                                          _new_passages(passages_path, old_count), batch_size)
         for index, kind in plan:
             if kind == "lucene":
                 added = _stage_lucene(index, passages_path, old_count, stage(index / LUCENE_DIR), threads)

@@ -51,6 +51,10 @@ def evaluate_command(
     singletons: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="With --clusters: keep | drop (remove the singleton clusters of key and response before "
              "scoring; default: keep, and both for predicted mentions).")] = None,
+    mentions: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--mentions", help="Score predicted mentions (a predicted_mentions.jsonl from `corefsearch detect`, or a "
+                           "dataset folder holding one) against the gold mentions of --dataset instead of runs: "
+                           "P/R/F1 per type, strict and head match, over the passages annotated in full.")] = None,
     cluster_k: Annotated[Optional[int], typer.Option(  # noqa: UP045
         help="With --spans and --dataset: also score each query's top K as a cluster (the mentions its spans "
              "mark, with the query's own) against the query's gold cluster: per-query B³ P/R/F1.")] = None,
@@ -65,6 +69,11 @@ def evaluate_command(
 
     if output_format not in ("table", "json", "csv"):
         raise CorefSearchError(f"--output-format must be table, json or csv, got {output_format!r}")
+    if mentions is not None:
+        if clusters is not None or runs:
+            raise CorefSearchError("--mentions scores a detection: leave out RUN files and --clusters")
+        _evaluate_mentions(mentions, dataset, split, output_format)
+        return
     if clusters is not None:
         _evaluate_clusters(clusters, runs, dataset, split, singletons, output_format,
                            {"--qrels": qrels, "--per-query": per_query, "--metrics": metrics, "--plot": plot,
@@ -137,3 +146,20 @@ def _evaluate_clusters(clusters: Path, runs: list[Path] | None, dataset: Path | 
             render_cluster_table(evaluation, console)
 
 
+
+
+def _evaluate_mentions(mentions: Path, dataset: Path | None, split: str | None, output_format: str) -> None:
+    """`evaluate --mentions`: mention detection P/R/F1 against the dataset's gold mentions."""
+    if dataset is None:
+        raise CorefSearchError("--mentions needs --dataset DATASET (its passages hold the gold mentions)")
+    from corefsearch.evaluate.mentions import detection_csv, evaluate_detection, render_detection_table
+
+    evaluation = evaluate_detection(mentions, dataset, split or "auto")
+    for message in evaluation.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(evaluation.to_json(), indent=2) + "\n")
+    elif output_format == "csv":
+        sys.stdout.write(detection_csv(evaluation))
+    else:
+        render_detection_table(evaluation, console)
