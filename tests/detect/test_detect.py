@@ -301,3 +301,14 @@ def test_add_detects_the_new_passages_with_the_datasets_detector(trained: Path, 
     result = runner.invoke(app, ["add", str(copy), "--corpus", str(corpus)])
     assert result.exit_code == 1 and "cannot be loaded" in result.output
     assert sha256_file(copy / "passages.jsonl") == manifest["passages_sha256"].removeprefix("sha256:")
+
+
+def test_word_tagging_tags_the_first_piece_of_each_word_with_the_whole_word() -> None:
+    from corefsearch.detect.model import _word_offsets
+
+    # [CLS] poly ##gam ##y was banned [SEP]: "Polygamy was banned"
+    offsets = [(0, 0), (0, 4), (4, 7), (7, 8), (9, 12), (13, 19), (0, 0)]
+    words = [None, 0, 0, 0, 1, 2, None]
+    assert _word_offsets(offsets, words) == [(0, 0), (0, 8), (0, 0), (0, 0), (9, 12), (13, 19), (0, 0)]
+    assert tags_for_spans(_word_offsets(offsets, words), [(0, 8)]) == [IGNORE, B_TAG, IGNORE, IGNORE, O_TAG, O_TAG,
+                                                                       IGNORE]

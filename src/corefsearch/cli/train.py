@@ -209,6 +209,9 @@ def train_detector_command(
     warmup: Annotated[float, typer.Option(help="Linear warm-up, as a fraction of the steps.")] = 0.1,
     max_length: Annotated[int, typer.Option(help="Tokens per window of a passage.")] = 256,
     stride: Annotated[int, typer.Option(help="Tokens two windows of a long passage share.")] = 64,
+    tagging: Annotated[str, typer.Option(
+        help="word (the first piece of each word is tagged, spans cover whole words) | piece (every word piece).")
+    ] = "word",
     encode_batch_size: Annotated[int, typer.Option(help="Dev passages per batch when detecting.")] = 64,
     seed: SeedOption = 13,
     max_steps: MaxStepsOption = None,

@@ -1,10 +1,12 @@
 """The trained mention detector: a Hugging Face encoder and one BIO head per mention type.
 
-Token tagging (BIO) was chosen over span scoring on dev (bench/RESULTS.md, "Predicted mentions"): one
-encoder pass tags every token of a passage, so detection costs what dense encoding costs. The head
-reads each token's last hidden state (dropout, then a linear layer to 3 tags per type); a passage
-longer than ``max_length`` tokens is read in windows that overlap by ``stride`` tokens, and a span found
-in two windows is kept once.
+Token tagging (BIO): one encoder pass tags every word of a passage, so detection costs what dense
+encoding costs. The head reads each word piece's last hidden state (dropout, then a linear layer to 3
+tags per type). With ``tagging="word"`` (the default, chosen on dev: bench/RESULTS.md, "Predicted
+mentions") only the first piece of each word is tagged, in training and in decoding, and a span covers
+its words whole, so a word is never cut into pieces ("Poly" + "y" of "Polygamy"); ``"piece"`` tags every
+piece. A passage longer than ``max_length`` pieces is read in windows that overlap by ``stride``, and a
+span found in two windows is kept once.
 
 A saved detector is a Hugging Face folder (``config.json``, ``model.safetensors``, the tokenizer) plus
 ``detector_head.safetensors`` and ``corefsearch_detector.json`` (:class:`DetectorConfig`: base model,
@@ -30,6 +32,7 @@ HEAD_WEIGHTS = "detector_head.safetensors"
 TRAIN_HINT = "train one with `corefsearch train detector`, or use `--model heuristic`"
 MAX_LENGTH = 256
 STRIDE = 64
+TAGGINGS = ("word", "piece")
 
 #: A found mention: (start, end, type, score), characters into the passage text.
 Found = tuple[int, int, str, float]
@@ -44,8 +47,11 @@ class DetectorConfig:
     max_length: int = MAX_LENGTH
     stride: int = STRIDE
     dropout: float = 0.1
+    tagging: str = "word"  # word: the first piece of each word is tagged, spans cover whole words | piece
 
     def validate(self) -> None:
+        if self.tagging not in TAGGINGS:
+            raise InputError(f"tagging must be one of {', '.join(TAGGINGS)}, got {self.tagging!r}")
         if not self.types or any(t not in MENTION_TYPES for t in self.types) or len(set(self.types)) != len(self.types):
             raise InputError(f"types must be distinct values of {', '.join(MENTION_TYPES)}, got {self.types}")
         if self.max_length < 16:
@@ -70,6 +76,25 @@ class Window:
     row: int  # the passage's position in the batch given to :meth:`MentionDetector.windows`
     input_ids: list[int]
     offsets: list[tuple[int, int]]
+    # the characters each tagged position stands for: with word tagging the whole word at its first piece and
+    # (0, 0) at the others (not tagged); with piece tagging the offsets themselves
+    tagged: list[tuple[int, int]]
+
+
+def _word_offsets(offsets: list[tuple[int, int]], words: list[int | None]) -> list[tuple[int, int]]:
+    """Per piece: the characters of its whole word at the word's first piece in the window, (0, 0) elsewhere."""
+    tagged: list[tuple[int, int]] = [(0, 0)] * len(offsets)
+    first: dict[int, int] = {}
+    for j, word in enumerate(words):
+        if word is None or offsets[j] == (0, 0):
+            continue
+        if word not in first:
+            first[word] = j
+            tagged[j] = offsets[j]
+        else:
+            start = tagged[first[word]][0]
+            tagged[first[word]] = (start, offsets[j][1])
+    return tagged
 
 
 class MentionDetector(EncoderWithHead):
@@ -144,7 +169,9 @@ class MentionDetector(EncoderWithHead):
             special = encoded["special_tokens_mask"][i]
             offsets = [(0, 0) if special[j] else (int(a), int(b))
                        for j, (a, b) in enumerate(encoded["offset_mapping"][i])]
-            windows.append(Window(int(rows[i]), list(ids), offsets))
+            windows.append(Window(int(rows[i]), list(ids), offsets,
+                                  _word_offsets(offsets, encoded.word_ids(i)) if self.config.tagging == "word"
+                                  else offsets))
         return windows
 
     def pad(self, windows: Sequence[Window]) -> dict[str, torch.Tensor]:
@@ -171,7 +198,7 @@ class MentionDetector(EncoderWithHead):
         for row, window in enumerate(windows):
             for t, kind in enumerate(self.config.types):
                 spans = [(s, e) for s, e, k in gold[window.row] if k == kind]
-                targets[row, :len(window.offsets), t] = torch.tensor(tags_for_spans(window.offsets, spans))
+                targets[row, :len(window.tagged), t] = torch.tensor(tags_for_spans(window.tagged, spans))
         return targets
 
     # --- forward ---------------------------------------------------------------------------------
@@ -208,12 +235,13 @@ class MentionDetector(EncoderWithHead):
                 tags = probabilities.argmax(-1).tolist()
                 best = probabilities.max(-1).values.tolist()
                 for row, window in enumerate(chunk):
-                    n = len(window.offsets)
+                    tagged = [j for j, (a, b) in enumerate(window.tagged) if a != b]  # special tokens only at the ends
                     text = texts[window.row]
+                    offsets = [window.tagged[j] for j in tagged]
                     for t, kind in enumerate(self.config.types):
-                        column = [tags[row][j][t] for j in range(n)]
-                        scores = [best[row][j][t] for j in range(n)]
-                        for start, end, score in spans_from_tags(column, window.offsets, scores):
+                        column = [tags[row][j][t] for j in tagged]
+                        scores = [best[row][j][t] for j in tagged]
+                        for start, end, score in spans_from_tags(column, offsets, scores):
                             span = trim(text, start, end)
                             if span is not None:
                                 key = (*span, kind)

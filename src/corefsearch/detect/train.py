@@ -55,12 +55,13 @@ class DetectorTrainingArguments(TrainingArguments):
     mention_type: str = "all"  # event | entity | all: the types tagged
     max_length: int = MAX_LENGTH
     stride: int = STRIDE
+    tagging: str = "word"  # word (the first piece of each word; chosen on dev) | piece (every word piece)
     encode_batch_size: int = 64  # dev passages per batch
 
     kind = "detector"
     run_only = (*TrainingArguments.run_only, "encode_batch_size")
     options_order = ("base_model", "mention_type", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
-                     "max_length", "stride", "seed", "max_steps")
+                     "max_length", "stride", "tagging", "seed", "max_steps")
 
     def validate(self) -> None:
         super().validate()
@@ -75,7 +76,8 @@ class DetectorTrainingArguments(TrainingArguments):
         return list(MENTION_TYPES) if self.mention_type == "all" else [self.mention_type]
 
     def detector_config(self) -> DetectorConfig:
-        return DetectorConfig(types=self.types(), max_length=self.max_length, stride=self.stride)
+        return DetectorConfig(types=self.types(), max_length=self.max_length, stride=self.stride,
+                              tagging=self.tagging)
 
 
 @dataclass
