@@ -229,12 +229,18 @@ def test_evaluate_mentions_scores_a_detection_against_the_gold_mentions(dataset:
     assert missing.exit_code == 1 and "--dataset" in missing.output
 
 
-def test_detect_refuses_what_is_not_a_detector(dataset: Path, tmp_path: Path, tiny_base: Path) -> None:
+def test_detect_refuses_what_is_not_a_detector(dataset: Path, tmp_path: Path, tiny_base: Path,
+                                               trained: Path) -> None:
     copy = _copy(dataset, tmp_path)
+    result = runner.invoke(app, ["detect", str(copy), "--model", str(trained), "--backend", "onnx", "--device", "cuda"])
+    assert result.exit_code == 1 and "runs the model on the CPU" in result.output
+    assert not (copy / "predicted_mentions.jsonl").exists()
     result = runner.invoke(app, ["detect", str(copy), "--model", str(tiny_base)])
     assert result.exit_code == 1 and "not a detector folder" in result.output
     result = runner.invoke(app, ["detect", str(copy), "--model", "heuristic", "--backend", "onnx"])
     assert result.exit_code == 1 and "spaCy" in result.output
+    result = runner.invoke(app, ["detect", str(copy), "--model", "heuristic", "--mention-type", "events"])
+    assert result.exit_code == 2 and "--mention-type" in result.output
     result = runner.invoke(app, ["detect", str(copy)])
     assert result.exit_code == 2
 

@@ -114,8 +114,11 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
     from corefsearch.progress import new_progress, progress_enabled
 
     log = log or (lambda message: None)
+    from corefsearch.onnx_backend import check_backend_device
+
     check_detector(model, backend)
     check_device(device)
+    check_backend_device(backend, device)
     if detection is not None:
         detection.validate()
     if batch_size < 1 or shard_size < 1:
