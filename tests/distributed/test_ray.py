@@ -157,7 +157,11 @@ def test_ray_reranking_gives_the_run_and_spans_of_the_local_path(reader_setup: t
     local, on_ray = (tmp_path / "local.trec").read_text(), (tmp_path / "ray.trec").read_text()
     assert len({line.split()[0] for line in local.splitlines()}) > 2  # several queries, so several blocks
     assert on_ray == local
-    assert (tmp_path / "ray.trec.spans.jsonl").read_text() == (tmp_path / "local.trec.spans.jsonl").read_text()
+    # The spans are the same; their float scores may differ in the 8th digit (the workers batch other windows).
+    spans = [json.loads(line) for line in (tmp_path / "ray.trec.spans.jsonl").read_text().splitlines()]
+    local_spans = [json.loads(line) for line in (tmp_path / "local.trec.spans.jsonl").read_text().splitlines()]
+    assert [{**s, "score": None} for s in spans] == [{**s, "score": None} for s in local_spans]
+    assert all(abs(a["score"] - b["score"]) < 1e-6 for a, b in zip(spans, local_spans, strict=True))
     meta = json.loads((tmp_path / "ray.trec.meta.json").read_text())
     assert meta["reader"]["ray"] == {"workers": 2}
 
