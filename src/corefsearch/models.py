@@ -219,6 +219,16 @@ class EncoderWithHead:
     def modules(self) -> list[Any]:
         return [self.model, self.head]
 
+    def state(self) -> dict[str, Any]:
+        """The encoder's and the head's weights as CPU tensors (what a training checkpoint keeps)."""
+        return {"model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+                "head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()}}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state` returned."""
+        self.model.load_state_dict(state["model"])
+        self.head.load_state_dict(state["head"])
+
     def train(self, mode: bool = True) -> None:
         for module in self.modules():
             module.train(mode)

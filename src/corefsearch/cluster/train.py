@@ -480,12 +480,10 @@ class ClustererTask(TrainingTask):
         return dev_scores(self.encoder, self.dev, self.args.encode_batch_size, self.args.lemma_weight_grid())
 
     def weights(self) -> dict[str, Any]:
-        return {"weights": {"model": {k: v.detach().cpu() for k, v in self.encoder.model.state_dict().items()},
-                            "head": {k: v.detach().cpu() for k, v in self.encoder.head.state_dict().items()}}}
+        return {"weights": self.encoder.state()}
 
     def load_weights(self, saved: dict[str, Any]) -> None:
-        self.encoder.model.load_state_dict(saved["weights"]["model"])
-        self.encoder.head.load_state_dict(saved["weights"]["head"])
+        self.encoder.load_state(saved["weights"])
 
     def save(self, folder: Path, result: LoopResult) -> None:
         self.saved_threshold = best_threshold(result.dev_curve, result.best_epoch) if self.has_dev else None

@@ -210,12 +210,10 @@ class DetectorTask(TrainingTask):
         return dev_f1(self.detector, self.dev, self.args.encode_batch_size)
 
     def weights(self) -> dict[str, Any]:
-        return {"weights": {"model": {k: v.detach().cpu() for k, v in self.detector.model.state_dict().items()},
-                            "head": {k: v.detach().cpu() for k, v in self.detector.head.state_dict().items()}}}
+        return {"weights": self.detector.state()}
 
     def load_weights(self, saved: dict[str, Any]) -> None:
-        self.detector.model.load_state_dict(saved["weights"]["model"])
-        self.detector.head.load_state_dict(saved["weights"]["head"])
+        self.detector.load_state(saved["weights"])
 
     def save(self, folder: Path, result: LoopResult) -> None:
         record = self.run.finished_record(
