@@ -131,8 +131,10 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
     if not dataset.passages_path.is_file():
         raise InputError(f"{dataset.passages_path}: no such file; rebuild the dataset")
     started = time.perf_counter()
-    passages_sha = "sha256:" + sha256_file(dataset.passages_path)
-    total = sum(1 for _ in dataset.passages())
+    from corefsearch.dense.chunks import scan_passages
+
+    digest, total = scan_passages(dataset.passages_path)  # checksum and count in one pass, nothing parsed
+    passages_sha = "sha256:" + digest
     if total == 0:
         raise InputError(f"{dataset.passages_path} holds no passages: nothing to detect mentions in")
     opened = (detection.open if detection is not None else _local)(str(model), device, backend, types)

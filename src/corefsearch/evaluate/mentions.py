@@ -133,9 +133,7 @@ def evaluate_detection(mentions: Path, dataset_dir: Path, split: str | None = "a
     ``split``: the passages of one split; None: all; ``"auto"``: test when the passages carry splits, else all."""
     from corefsearch.datasets.dataset import Dataset
 
-    if split == "auto":
-        split = "test" if any(p.split is not None for p in Dataset(dataset_dir).passages()) else None
-    if split is not None and split not in SPLITS:
+    if split not in (None, "auto", *SPLITS):
         raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     dataset = Dataset(dataset_dir)
     mentions = Path(mentions)
@@ -144,13 +142,18 @@ def evaluate_detection(mentions: Path, dataset_dir: Path, split: str | None = "a
     predicted = read_predicted(mentions)
     gold: dict[str, list[Span]] = {}
     texts: dict[str, str] = {}
+    splits: dict[str, str | None] = {}
     passage_ids: set[str] = set()
-    for passage in dataset.passages():
+    for passage in dataset.passages():  # one pass; "auto" is settled after it
         passage_ids.add(passage.id)
-        if split is not None and passage.split != split or not passage.mentions:
+        if not passage.mentions or split not in ("auto", None, passage.split):
             continue
         gold[passage.id] = sorted({(m.start, m.end, m.type) for m in passage.mentions})
         texts[passage.id] = passage.text
+        splits[passage.id] = passage.split
+    if split == "auto":
+        split = "test" if any(s is not None for s in splits.values()) else None
+        gold = {pid: spans for pid, spans in gold.items() if split is None or splits[pid] == split}
     if not gold:
         where = f" of the {split} split" if split else ""
         raise InputError(f"{dataset.root}: no passage{where} holds a gold mention, so there is nothing to score the "
