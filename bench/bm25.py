@@ -45,14 +45,14 @@ from typing import Any
 # Progress bars off unless asked for: the benchmark prints its own one-line steps.
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
+from corefsearch.base.schema import Document  # noqa: E402
 from corefsearch.datasets.build import BuildOptions, BuildSummary, build_dataset  # noqa: E402
 from corefsearch.datasets.dataset import Dataset  # noqa: E402
 from corefsearch.datasets.ecbplus import TEST_TOPICS, read_ecbplus  # noqa: E402
 from corefsearch.datasets.wec import read_wec  # noqa: E402
 from corefsearch.evaluate import DEFINITIONS, METRICS, Evaluation, evaluate_run, parse_metrics  # noqa: E402
 from corefsearch.io.trec import read_qrels, read_run, write_run
-from corefsearch.run_writer import run_rows
-from corefsearch.schema import Document  # noqa: E402
+from corefsearch.search.run_writer import run_rows
 from corefsearch.sparse.formulation import QUERY_FORMATS, formulate  # noqa: E402
 from corefsearch.sparse.index import LUCENE_DIR, IndexSummary, build_lucene_index  # noqa: E402
 from corefsearch.sparse.search import BM25Options, BM25Searcher
@@ -137,7 +137,7 @@ def timed(func: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def run_setting(setting: Setting, root: Path, threads: int) -> SettingResult:
-    from corefsearch.nlp import ner_pipeline, sentencizer
+    from corefsearch.base.nlp import ner_pipeline, sentencizer
 
     dataset_dir, index_dir, runs_dir = root / "dataset", root / "index", root / "runs"
     caught: list[str] = []

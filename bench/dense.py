@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corefsearch.dense.model import BiEncoder
     from corefsearch.dense.search import DenseSearcher
     from corefsearch.fusion import FusionOptions
-    from corefsearch.fusion.hybrid import HybridSearcher
+    from corefsearch.search.hybrid import HybridSearcher
     from corefsearch.sparse.search import BM25Options, BM25Searcher
 
     # Datasets and Lucene indexes.

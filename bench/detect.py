@@ -79,10 +79,10 @@ def speed(texts: list[str], detector: str, threads: int, repeats: int) -> list[l
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from corefsearch.base.models import default_model_path
     from corefsearch.dense.model import BiEncoder
     from corefsearch.detect.model import MentionDetector
-    from corefsearch.models import default_model_path
-    from corefsearch.onnx_export import export_onnx
+    from corefsearch.export.onnx import export_onnx
 
     torch.set_num_threads(threads)
     folder = Path(detector)
@@ -115,7 +115,7 @@ def speed(texts: list[str], detector: str, threads: int, repeats: int) -> list[l
 
 
 def synthetic_dataset(root: Path, size: int) -> Path:
-    from corefsearch.artefacts import DATASET, manifest_record, write_manifest
+    from corefsearch.base.artefacts import DATASET, manifest_record, write_manifest
 
     folder = root / f"synthetic-{size}"
     if (folder / "manifest.json").exists():

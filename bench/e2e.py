@@ -183,12 +183,12 @@ def searched(run: Path, queries: Path) -> bool:
 def fuse_with_retriever(reranked: Path, retrieved: Path, qids: set[str], root: Path) -> Path:
     """``search --reader … --rerank-fusion rrf`` from the reader's spans and the retriever's run,
     without reading the passages again."""
+    from corefsearch.base.schema import Hit
     from corefsearch.evaluate.metrics import rank_documents
     from corefsearch.io.read import read_jsonl
     from corefsearch.io.trec import RunRow, write_run
     from corefsearch.reader.read import ReaderHit
     from corefsearch.reader.rerank import order_reranked
-    from corefsearch.schema import Hit
 
     read: dict[str, list[ReaderHit]] = {}
     for _, record in read_jsonl(Path(f"{reranked}.spans.jsonl")):
@@ -343,8 +343,8 @@ def check_reader(folder: Path, options: dict[str, Any], run: Path, run_sha256: s
 
 def onnx_exported(folder: Path) -> bool:
     """Whether ``folder`` holds an ONNX export (fp32 and int8) of the weights it holds now."""
-    from corefsearch.errors import CorefSearchError
-    from corefsearch.onnx_backend import check_onnx_export
+    from corefsearch.base.errors import CorefSearchError
+    from corefsearch.base.onnx_backend import check_onnx_export
 
     try:
         for backend in ("onnx", "onnx-int8"):

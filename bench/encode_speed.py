@@ -71,9 +71,9 @@ def dataset(root: Path, name: str, options: BuildOptions) -> Path:
 
 def exported_encoder(root: Path, encoder: Path | None) -> Path:
     """A retriever folder with a current ONNX export of every encoder (fp32 and int8)."""
+    from corefsearch.base.errors import CorefSearchError
     from corefsearch.dense.model import BiEncoder
-    from corefsearch.errors import CorefSearchError
-    from corefsearch.onnx_export import export_onnx
+    from corefsearch.export.onnx import export_onnx
 
     folder = encoder if encoder is not None else root / "minilm-onnx"
     try:
@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from corefsearch.models import default_model_path
+    from corefsearch.base.models import default_model_path
 
     torch.set_num_threads(args.threads)
     folder = exported_encoder(root, args.encoder)

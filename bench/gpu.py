@@ -68,10 +68,10 @@ def encoding_rows(texts: list[str], device: str, reduced: str) -> list[tuple[str
     """passages/s of corefsearch (fp32, auto) and sentence-transformers (fp32, fp16 on a GPU)."""
     from sentence_transformers import SentenceTransformer
 
+    from corefsearch.base.models import default_model_path
+    from corefsearch.base.precision import resolve, using
     from corefsearch.dense.encoder import default_batch_size
     from corefsearch.dense.store import load_encoder
-    from corefsearch.models import default_model_path
-    from corefsearch.precision import resolve, using
 
     ours = load_encoder("default", device).passage_encoder
     batch = default_batch_size(device)
@@ -139,11 +139,11 @@ def rerank_rows(dataset: Path, run_path: Path, reader_dir: Path, n_queries: int,
                 reduced: str) -> tuple[list[tuple[str, str, float]], dict[str, Any], dict[str, float]]:
     """ms/query one at a time and batched, in fp32 and auto; the runs (for MRR@10); the largest score
     difference between one at a time and batched."""
+    from corefsearch.base.precision import resolve, using
+    from corefsearch.base.schema import Hit
     from corefsearch.datasets.dataset import iter_passages, read_queries
     from corefsearch.io.trec import read_run
-    from corefsearch.precision import resolve, using
     from corefsearch.reader.rerank import ReaderOptions, rerank_hits, rerank_many
-    from corefsearch.schema import Hit
 
     run = read_run(run_path)
     queries = [q for q in read_queries(dataset / "queries" / "test.jsonl") if q.id in run][:n_queries]
@@ -185,10 +185,10 @@ def mrr_at_10(run: dict[str, dict[str, float]], qrels_path: Path) -> float:
 
 def dense_quality(dataset: Path, retriever: Path, device: str, reduced: str, work: Path) -> dict[str, float]:
     """MRR@10 of exact dense search over the dataset in fp32 and auto (index and queries in that precision)."""
+    from corefsearch.base.precision import resolve, using
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.dense.indexing import build_dense_index
     from corefsearch.dense.search import DenseSearcher
-    from corefsearch.precision import resolve, using
 
     queries = read_queries(dataset / "queries" / "test.jsonl")
     scores = {}

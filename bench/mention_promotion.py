@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     from corefsearch.datasets.dataset import read_queries
-    from corefsearch.expansion import EncoderExpansion
     from corefsearch.io.trec import read_qrels, read_run
+    from corefsearch.search.expansion import EncoderExpansion
 
     depths = [int(x) for x in args.depths.split(",")]
     gates = [float(x) for x in args.gates.split(",")]
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         sources.append(("encoder, reader's spans", span_cosines(expander, queries, first, deepest, passages,
                                                                   spans_of)))
     if args.candidates:
-        from corefsearch.nlp import lemma_pipeline
+        from corefsearch.base.nlp import lemma_pipeline
 
         wanted = sorted({pid for ids in first.values() for pid in ids[:deepest]})
         log(f"tagging {len(wanted):,} passages")

@@ -106,7 +106,7 @@ def dataset_and_index(root: Path) -> tuple[Path, Path]:
 
 def untrained_reader(root: Path) -> Path:
     """A freshly initialised integrated reader (markers) on the bundled all-MiniLM-L6-v2."""
-    from corefsearch.models import READER_CONFIG
+    from corefsearch.base.models import READER_CONFIG
     from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
 
     folder = root / UNTRAINED
@@ -119,9 +119,9 @@ def untrained_reader(root: Path) -> Path:
 
 
 def ensure_export(folder: Path) -> None:
-    from corefsearch.errors import CorefSearchError
-    from corefsearch.onnx_backend import check_onnx_export
-    from corefsearch.onnx_export import export_onnx
+    from corefsearch.base.errors import CorefSearchError
+    from corefsearch.base.onnx_backend import check_onnx_export
+    from corefsearch.export.onnx import export_onnx
 
     try:
         check_onnx_export(folder, "onnx")

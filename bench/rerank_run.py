@@ -36,12 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.resolve() == args.run.resolve():
         parser.error("--out would overwrite --run")
 
+    from corefsearch.base.progress import track
+    from corefsearch.base.schema import Hit
     from corefsearch.datasets.dataset import iter_passages, read_queries
     from corefsearch.io.trec import read_run
-    from corefsearch.progress import track
     from corefsearch.reader.rerank import ReaderOptions, rerank_hits
-    from corefsearch.run_writer import RunWriter
-    from corefsearch.schema import Hit
+    from corefsearch.search.run_writer import RunWriter
 
     queries = read_queries(args.queries)
     run = read_run(args.run)

@@ -22,13 +22,13 @@ peak resident memory of the whole process, the JVM included):
 - ``corefsearch build-dataset`` and ``corefsearch index`` (BM25: Lucene through Pyserini, 2 threads);
 - raw Pyserini indexing of the same passages: ``python -m pyserini.index.lucene --collection
   JsonCollection --generator DefaultLuceneDocumentGenerator --storePositions --storeDocvectors
-  --storeRaw`` with the same threads (run through ``corefsearch.pyserini_cli``, which only sets Java up),
+  --storeRaw`` with the same threads (run through ``corefsearch.cli.pyserini_cli``, which only sets Java up),
   on one JSONL file holding exactly the records corefsearch hands Anserini (``id``, ``contents`` =
   title + newline + text, ``title``, ``text``), written beforehand from ``passages.jsonl`` and timed apart;
 - BM25 search in one warm process: a seeded sample of ``--queries`` test queries, formulated as
   ``corefsearch search`` does by default (``mention+entities``: the mention plus the named entities spaCy
   finds in its passage; formulation timed apart), searched at k = 500 one query at a time by the
-  retriever ``corefsearch.retriever.open_retriever`` opens (``search_one``, the query's own passage left
+  retriever ``corefsearch.search.retriever.open_retriever`` opens (``search_one``, the query's own passage left
   out) and by raw Pyserini's ``LuceneSearcher.search`` (k = 500, each hit read as (docid, score)) on the
   same index, the two taking turns query by query (which goes first alternates) after an untimed
   warm-up pass; then the whole sample as one batch (corefsearch's ``search_batch``, Anserini's
@@ -133,8 +133,8 @@ def ecbplus_documents() -> list[dict[str, Any]]:
 
 def sentence_pool(documents: Sequence[dict[str, Any]]) -> list[str]:
     """Every ECB+ sentence and every sentence of the WEC-Eng Dev paragraphs (spaCy's sentencizer), once each."""
+    from corefsearch.base.nlp import sentence_spans
     from corefsearch.datasets.wec import read_wec
-    from corefsearch.nlp import sentence_spans
 
     pool = [line for doc in documents for line in doc["text"].split("\n")]
     paragraphs = [doc.text[start:end] for doc in read_wec(WEC) for start, end in doc.units]
@@ -304,7 +304,7 @@ def sparse_rows(root: Path, size: int, args: argparse.Namespace) -> tuple[Path, 
         log(f"raw Pyserini indexing, {size:,} passages")
         convert = pyserini_collection(dataset, raw_input)
         shutil.rmtree(raw_index, ignore_errors=True)
-        result = timed([sys.executable, "-m", "corefsearch.pyserini_cli", "pyserini.index.lucene",
+        result = timed([sys.executable, "-m", "corefsearch.cli.pyserini_cli", "pyserini.index.lucene",
                         "--collection", "JsonCollection", "--input", str(raw_input), "--index", str(raw_index),
                         "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(args.threads),
                         "--storePositions", "--storeDocvectors", "--storeRaw"])
@@ -347,7 +347,7 @@ def percentiles(seconds: Sequence[float]) -> dict[str, float]:
 
 def bm25_child(index: Path, dataset: Path, n: int, threads: int, seed: int) -> dict[str, Any]:
     """Child process: BM25 latency and throughput of corefsearch's retriever against raw Pyserini."""
-    from corefsearch.retriever import open_retriever
+    from corefsearch.search.retriever import open_retriever
     from corefsearch.sparse.search import BM25Options
 
     queries = sampled_queries(dataset, n, seed)
@@ -450,7 +450,7 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
     """The jittered vectors as shard 0 of 1 of ``dataset``, in the layout ``index --dense --shard`` writes."""
     import numpy as np
 
-    from corefsearch.artefacts import DENSE_SHARD, manifest_record, versions, write_manifest
+    from corefsearch.base.artefacts import DENSE_SHARD, manifest_record, versions, write_manifest
     from corefsearch.datasets.dataset import iter_passages
     from corefsearch.dense.chunks import scan_passages
 
@@ -532,7 +532,7 @@ def dense_search_child(index: Path, vectors_dir: Path, threads: int, exact: Path
     import numpy as np
 
     from corefsearch.dense import faiss_index
-    from corefsearch.retriever import RetrievalOptions, open_retriever
+    from corefsearch.search.retriever import RetrievalOptions, open_retriever
 
     faiss.omp_set_num_threads(threads)
     import torch

@@ -6,7 +6,7 @@ builder). Its expansion mentions are marked by the mention encoder (``--expand-f
 in each of the top N passages, the dataset mention nearest to the query mention), or, with
 ``--spans RUN.spans.jsonl`` of a reader run over the same first round, by the reader. Every expansion
 query of the largest N is searched once; each (N, w) of the grid then fuses the first round with
-the lists of its first N expansions (``corefsearch.expansion.fuse_rounds``, what the CLI runs),
+the lists of its first N expansions (``corefsearch.search.expansion.fuse_rounds``, what the CLI runs),
 and is scored with ``corefsearch evaluate``'s scorer: MRR@10, mAP@10, R@10, R@100 (trec
 definitions), ×100, on ``--split`` (dev). ``--test``: the test split once with what dev chose.
 
@@ -78,10 +78,10 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
            ) -> tuple[list[Any], dict[str, list[Any]], dict[str, list[Any]], float, float]:
     """The first round (the hybrid's, or ``first_run``'s: e.g. ``search --reader --rerank-fusion rrf``), each
     query's expansion queries (largest N), their hits; seconds of each round."""
+    from corefsearch.base.schema import Hit
     from corefsearch.datasets.dataset import read_queries
-    from corefsearch.expansion import EncoderExpansion, from_spans
-    from corefsearch.retriever import open_retriever
-    from corefsearch.schema import Hit
+    from corefsearch.search.expansion import EncoderExpansion, from_spans
+    from corefsearch.search.retriever import open_retriever
 
     setup = hybrid_setup(device)
     retriever = open_retriever(index, setup.bm25, setup.retrieval)
@@ -111,7 +111,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
                 SIMILARITY[x.id] = span_score[q.id, x.passage_id]  # the reader's spans are gated on their score
                 CORRECT[x.id] = q.cluster_id in gold_clusters(dataset, x)
     else:
-        from corefsearch.expansion import BACKGROUND_FROM, expansion_query
+        from corefsearch.search.expansion import BACKGROUND_FROM, expansion_query
 
         expander = EncoderExpansion.load(encoder, dataset, device)
         chosen = expander.nearest([(q, [h.passage_id for h in hits[:n_max]]) for q, hits in first])
@@ -136,7 +136,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
 
 
 SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
-MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.expansion)
+MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.search.expansion)
 CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
 
 
@@ -174,8 +174,8 @@ MENTIONS: dict[Path, dict[str, list[dict[str, Any]]]] = {}  # dataset -> its pas
 
 def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: int) -> bool:
     """The expansion's own search finds the query's passage in its top ``depth`` (0: no such test): the
-    library's test (``corefsearch.expansion.finds_again``) on the cached hits."""
-    from corefsearch.expansion import finds_again
+    library's test (``corefsearch.search.expansion.finds_again``) on the cached hits."""
+    from corefsearch.search.expansion import finds_again
 
     return finds_again(query, found[expansion.id], depth)
 
@@ -188,8 +188,8 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
     ``list_depth``: each expansion's list is cut to its first ``list_depth`` passages, as ``--expand-list-depth``;
     1 is "heads only", as if its search had found nothing)."""
     from corefsearch.evaluate.ranking import evaluate_run
-    from corefsearch.expansion import expansion_list, head_and_tail
     from corefsearch.io.trec import read_qrels
+    from corefsearch.search.expansion import expansion_list, head_and_tail
 
     run = {}
     for query, hits in first:
@@ -221,12 +221,12 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     sys.path.insert(0, str(Path(__file__).parent))
     from e2e import fuse_with_retriever
 
+    from corefsearch.base.schema import Hit, SpanRecord
     from corefsearch.datasets.dataset import Dataset, read_queries
     from corefsearch.evaluate.query_clusters import score_query_clusters
     from corefsearch.evaluate.spans import read_spans
-    from corefsearch.expansion import EncoderExpansion, expansion_list, finds_again, from_spans, fuse_rounds
     from corefsearch.io.trec import read_qrels, read_run
-    from corefsearch.schema import Hit, SpanRecord
+    from corefsearch.search.expansion import EncoderExpansion, expansion_list, finds_again, from_spans, fuse_rounds
 
     queries = read_queries(dataset / "queries" / "test.jsonl")
     root = Path(tempfile.mkdtemp(prefix="corefsearch-second-round-"))
@@ -432,8 +432,8 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
     import statistics
 
     from corefsearch.datasets.dataset import read_queries
-    from corefsearch.engine import SearchEngine
-    from corefsearch.expansion import ExpansionOptions
+    from corefsearch.search.engine import SearchEngine
+    from corefsearch.search.expansion import ExpansionOptions
 
     setup = hybrid_setup(args.device)
     engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
@@ -452,7 +452,7 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
 
 def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | None = None,
                      depths: tuple[int, ...] = (0,)) -> int:
-    from corefsearch.retriever import open_retriever
+    from corefsearch.search.retriever import open_retriever
 
     setup = hybrid_setup(args.device)
     retriever = open_retriever(args.index, setup.bm25, setup.retrieval)

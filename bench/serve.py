@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx  # noqa: E402
 from bm25 import machine, markdown_table, write_section  # noqa: E402
 
+from corefsearch.base.schema import Query  # noqa: E402
 from corefsearch.datasets.dataset import Dataset  # noqa: E402
-from corefsearch.schema import Query  # noqa: E402
 
 SECTION = "## Serving (bench/serve.py)"
 CLI = [sys.executable, "-m", "corefsearch.cli"]

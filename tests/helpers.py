@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from corefsearch.artefacts import DATASET
+from corefsearch.base.artefacts import DATASET
+from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.trec import read_qrels
-from corefsearch.schema import Query
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,17 +19,17 @@ import pytest
 from helpers import NEWS_DOCUMENTS, make_tiny_bert, news_mention_records
 from typer.testing import CliRunner
 
-from corefsearch import add as add_module
-from corefsearch.add import add_documents
-from corefsearch.artefacts import DENSE_INDEX
+from corefsearch.base.artefacts import DENSE_INDEX
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset, new_cluster_split
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file
+from corefsearch.search import add as add_module
+from corefsearch.search.add import add_documents
 
 java = pytest.mark.java
 # The dataset-only tests add without --index on purpose (test_add_command_prints_summary checks the warning).
@@ -298,8 +298,8 @@ def index_all(dataset: Path, out: Path, model: Path, faiss_type: str = "flat") -
 
 def search_runs(index: Path, dataset: Path, out: Path) -> dict[str, Path]:
     from corefsearch.fusion import FusionOptions
-    from corefsearch.pipeline import search_to_run
-    from corefsearch.retriever import RetrievalOptions
+    from corefsearch.search.pipeline import search_to_run
+    from corefsearch.search.retriever import RetrievalOptions
     from corefsearch.sparse.search import BM25Options
 
     out.mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,7 @@ def test_add_plain_documents_to_a_plain_dataset(plain: Path, tmp_path: Path) -> 
 
 def test_mentions_added_to_a_plain_dataset_make_it_a_dataset_with_gold_mentions(
         news_corpus: Any, tmp_path: Path) -> None:
-    from corefsearch.add import add_documents
+    from corefsearch.search.add import add_documents
 
     texts = write_texts(tmp_path / "texts", [{"doc_id": "storm-1", "title": "Storm", "text": "A storm hit Lima."}])
     invoke("build-dataset", texts, "--format", "text", "--out", tmp_path / "dataset")
@@ -126,7 +126,7 @@ def test_commands_that_need_gold_mentions_refuse_it_in_one_line(plain: Path, tmp
 
 
 def test_queries_of_your_own_in_a_plain_dataset_are_not_refused(plain: Path, tmp_path: Path) -> None:
-    from corefsearch.pipeline import _check_split_queries
+    from corefsearch.search.pipeline import _check_split_queries
 
     dataset = tmp_path / "dataset"
     shutil.copytree(plain, dataset)

@@ -10,6 +10,8 @@ import pytest
 from helpers import NEWS_DOCUMENTS, NewsCorpus, partition, read_clusters, write_jsonl
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Passage
 from corefsearch.cli import app
 from corefsearch.cluster.output import conll_lines
 from corefsearch.cluster.run import cluster_dataset
@@ -17,8 +19,6 @@ from corefsearch.cluster.topics import predicted_topics
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
-from corefsearch.errors import InputError
-from corefsearch.schema import Passage
 
 runner = CliRunner(env={"COLUMNS": "250"})
 ALL_TEST = BuildOptions(split_ratios=(0.0, 0.0, 1.0))  # every cluster in the test split

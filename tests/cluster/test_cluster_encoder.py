@@ -25,6 +25,7 @@ from helpers import (
 from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.cluster.agglomerative import cluster_dense
 from corefsearch.cluster.encoder import cluster_vectors, split_records, threshold_grid, threshold_sweep
@@ -38,7 +39,6 @@ from corefsearch.cluster.train import (
     topic_batches,
     train_clusterer,
 )
-from corefsearch.errors import InputError
 from corefsearch.training import seed_everything
 from corefsearch.training.checkpoint import work_dir_for
 

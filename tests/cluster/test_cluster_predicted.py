@@ -14,12 +14,12 @@ from helpers import CLUSTER_DOCS, cluster_words, partition, save_mention_encoder
 from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
-from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
+from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.cluster.predicted import detector_name, read_predicted_mentions
 from corefsearch.cluster.run import cluster_dataset
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 
 runner = CliRunner(env={"COLUMNS": "250"})
 DOC_SPLITS = {"a": "train", "b": "train", "c": "dev", "d": "test"}  # the splits of CLUSTER_SPLITS, by document

@@ -20,7 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import pdist
 
-from corefsearch.artefacts import DATASET
+from corefsearch.base.artefacts import DATASET
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import CLUSTERER_CONFIG
 from corefsearch.cluster.agglomerative import (
     canonical_labels,
     cluster_dense,
@@ -33,8 +35,6 @@ from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, 
 from corefsearch.cluster.loss import contrastive_loss, cosine_distance
 from corefsearch.cluster.model import HEAD_WEIGHTS, ClustererConfig, MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, positive_pairs, training_pairs
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import CLUSTERER_CONFIG
 
 pytestmark = pytest.mark.usefixtures("one_thread_each_test")
 

@@ -21,10 +21,10 @@ import typer
 from helpers import build_tiny_dataset
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.cli.app import user_errors
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 
 # No COLUMNS: error lines must come out whole at rich's default width when stderr is not a terminal.
 runner = CliRunner()
@@ -370,7 +370,7 @@ def test_java_exceptions_become_one_line() -> None:
 
 
 def test_sentences_of_a_text_over_spacy_limit() -> None:
-    from corefsearch.nlp import sentence_spans, sentencizer
+    from corefsearch.base.nlp import sentence_spans, sentencizer
 
     limit = sentencizer().max_length
     line = "The Great Miami River overflowed its levees in Dayton. Mayor Nan Whaley spoke on Tuesday.\n"
@@ -384,7 +384,7 @@ def test_sentences_of_a_text_over_spacy_limit() -> None:
 
 
 def test_named_entities_in_pieces_have_the_offsets_of_the_whole_text() -> None:
-    from corefsearch.nlp import entities, ner_pipeline
+    from corefsearch.base.nlp import entities, ner_pipeline
 
     text = " ".join(f"Mayor Nan Whaley visited Dayton, Ohio, on day {i}." for i in range(60))
     whole = next(iter(entities([text])))
@@ -402,7 +402,7 @@ def test_named_entities_in_pieces_have_the_offsets_of_the_whole_text() -> None:
 
 
 def test_cut_points_prefer_line_then_sentence_ends() -> None:
-    from corefsearch.nlp import cut_points
+    from corefsearch.base.nlp import cut_points
 
     assert cut_points("aaaa\nbbbb cc. dd ee", 12) == [5, 14, 19]
     assert cut_points("x" * 25, 10) == [10, 20, 25]

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Document, Mention
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.coresearch import read_coresearch
 from corefsearch.datasets.dataset import iter_passages, read_queries
 from corefsearch.datasets.ecbplus import read_validated_sentences
 from corefsearch.datasets.wec import read_wec
-from corefsearch.errors import InputError
 from corefsearch.evaluate.spans import read_spans
-from corefsearch.schema import Document, Mention
 
 # A wide console, so that rich does not wrap long temporary paths in the messages.
 runner = CliRunner(env={"COLUMNS": "250"})

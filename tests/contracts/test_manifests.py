@@ -1,4 +1,4 @@
-"""Every manifest has one writer and one reader (``corefsearch.artefacts``): the same header, a
+"""Every manifest has one writer and one reader (``corefsearch.base.artefacts``): the same header, a
 refusal of another kind, and no module that builds a manifest by hand."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from corefsearch import __version__, artefacts
-from corefsearch.artefacts import (
+from corefsearch import __version__
+from corefsearch.base import artefacts
+from corefsearch.base.artefacts import (
     DATASET,
     DENSE_INDEX,
     DENSE_PARTIAL,
@@ -24,7 +25,7 @@ from corefsearch.artefacts import (
     training_kind,
     write_manifest,
 )
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError, MissingArtefactError
 
 SRC = Path(artefacts.__file__).parent
 KINDS = [DATASET, LUCENE_INDEX, DENSE_INDEX, DENSE_SHARD, DENSE_PARTIAL, RUN, ONNX_EXPORT, training_kind("reader")]

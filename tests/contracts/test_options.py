@@ -17,12 +17,12 @@ import pytest
 from helpers import reader_args, retriever_args
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.nlp import sentence_spans
+from corefsearch.base.segmentation import keep_mentions_whole, line_spans, sentence_units
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.generic import read_generic
-from corefsearch.errors import InputError
-from corefsearch.nlp import sentence_spans
-from corefsearch.segmentation import keep_mentions_whole, line_spans, sentence_units
 from corefsearch.training import DEFAULT_LOG_EVERY, TrainingProgress, resolve_log_every
 
 runner = CliRunner(env={"COLUMNS": "250"})

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import (
     check_output_dir,
     check_output_file,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Document, Mention
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.ecbplus import read_ecbplus
 from corefsearch.datasets.generic import read_generic
-from corefsearch.errors import InputError
-from corefsearch.schema import Document, Mention
 
 ECBPLUS_TARBALL = Path(__file__).resolve().parents[2] / "data" / "ecbplus" / "ECBplus.tar.gz"
 ALL_TEST = (0.0, 0.0, 1.0)

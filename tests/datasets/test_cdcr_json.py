@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.datasets.cdcr_json import CdcrReport, read_cdcr_json, read_statistics, statistics_rows
-from corefsearch.errors import InputError
 
 MEANTIME = Path(__file__).resolve().parents[2] / "data" / "meantime"
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.datasets.conll import read_conll
-from corefsearch.errors import InputError
 
 # One cross-document block (as Cattan et al. 2021 write ECB+): two documents, sentence ids in the
 # second column, token ids through the document; nested (1 inside 2), overlapping (2 and 3), a

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.datasets.coresearch import read_coresearch
-from corefsearch.errors import InputError, MissingArtefactError
 
 FLOOD = ["Heavy", "rain", "caused", "the", "Great", "Dayton", "Flood", "of", "1913", "."]
 LEVEE = ["After", "the", "1913", "flood", ",", "Dayton", "built", "levees", "."]

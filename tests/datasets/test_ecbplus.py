@@ -13,6 +13,8 @@ from xml.etree import ElementTree as ET
 import pytest
 from helpers import NewsCorpus
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Document
 from corefsearch.datasets.ecbplus import (
     SENTENCES_CSV,
     is_dateline,
@@ -20,8 +22,6 @@ from corefsearch.datasets.ecbplus import (
     read_validated_sentences,
     topic_split,
 )
-from corefsearch.errors import InputError
-from corefsearch.schema import Document
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ecbplus"
 TARBALL = DATA / "ECBplus.tar.gz"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from corefsearch.base.errors import InputError
 from corefsearch.datasets.generic import read_distractors, read_generic
-from corefsearch.errors import InputError
 
 FLOOD_1 = ("Torrential rain swept across Ohio on Tuesday. The Great Miami River overflowed its levees "
            "in Dayton, flooding the downtown area. Officials said hundreds of residents were evacuated.")

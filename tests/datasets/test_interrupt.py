@@ -24,13 +24,13 @@ from interrupt_helpers import ECBPLUS_TARBALL, INTERRUPTED_EXIT, INTERRUPTED_MES
 from typer.testing import CliRunner
 
 import corefsearch.io.read as io_read
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.coresearch import read_coresearch
 from corefsearch.datasets.ecbplus import read_validated_sentences
 from corefsearch.datasets.generic import CHUNK_SIZE, read_generic
 from corefsearch.datasets.wec import read_wec
-from corefsearch.errors import InputError
 
 runner = CliRunner()
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.sources import SourceOptions, plain_source, read_source
 from corefsearch.datasets.text import read_text
-from corefsearch.errors import InputError
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from corefsearch.base.errors import InputError
 from corefsearch.datasets.wec import read_wec
-from corefsearch.errors import InputError
 
 WEC_DEV = Path(__file__).resolve().parents[2] / "data" / "wec-eng" / "Dev_Event_gold_mentions_validated.json.gz"
 

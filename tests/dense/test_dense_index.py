@@ -16,6 +16,8 @@ import pytest
 from helpers import frequent_words, index_contents, make_tiny_bert
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import Hit, Query
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense import faiss_index, indexing
@@ -23,11 +25,9 @@ from corefsearch.dense.chunks import shard_chunks
 from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.dense.store import check_dense_index_matches_dataset, load_dense_manifest
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.fusion import FusionOptions, fuse, interpolation, reciprocal_rank_fusion
-from corefsearch.pipeline import search_to_run
-from corefsearch.retriever import RetrievalOptions
-from corefsearch.schema import Hit, Query
+from corefsearch.search.pipeline import search_to_run
+from corefsearch.search.retriever import RetrievalOptions
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})
@@ -521,7 +521,7 @@ def test_search_one_excludes_only_a_known_own_passage(reference_index: Path, sma
 def test_ef_search_reaches_faiss_and_the_run_metadata(small_dataset: Path, tiny_model: Path, tmp_path: Path) -> None:
     import faiss
 
-    from corefsearch.retriever import open_retriever
+    from corefsearch.search.retriever import open_retriever
 
     index = tmp_path / "hnsw"
     build_dense_index(small_dataset, index, str(tiny_model), faiss_type="hnsw", chunk_size=CHUNK, device="cpu")
@@ -575,7 +575,7 @@ def test_a_cuda_device_with_the_cpu_build_of_faiss_warns_once_and_builds_the_cpu
 
     import faiss
 
-    from corefsearch import faiss_gpu
+    from corefsearch.base import faiss_gpu
     from corefsearch.cluster.agglomerative import knn_edges
 
     monkeypatch.setattr(faiss_gpu, "faiss_gpus", lambda: 0)  # what faiss-cpu answers

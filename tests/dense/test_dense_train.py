@@ -13,6 +13,9 @@ import pytest
 from helpers import Interrupt, assert_same_model, build_tiny_dataset, retriever_args
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.models import MENTION_END, MENTION_START
+from corefsearch.base.schema import Query
 from corefsearch.dense.examples import (
     TrainingExample,
     epoch_examples,
@@ -22,9 +25,6 @@ from corefsearch.dense.examples import (
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.dense.train import train_retriever
-from corefsearch.errors import InputError
-from corefsearch.models import MENTION_END, MENTION_START
-from corefsearch.schema import Query
 from corefsearch.training.checkpoint import work_dir_for
 
 # The tiny news corpus and random BERT of helpers.py / conftest.py, on one torch thread.

@@ -17,12 +17,12 @@ import pytest
 from helpers import flat, frequent_words, index_contents, make_tiny_bert
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.indexing import build_dense_index, merge_dense_shards
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.dense.store import load_dense_manifest, load_encoder
-from corefsearch.errors import InputError, MissingArtefactError
 
 runner = CliRunner(env={"COLUMNS": "250"})
 CHUNK = 10
@@ -77,7 +77,7 @@ def shared(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_export_writes_one_export_per_encoder(two_encoders: Path, shared: Path) -> None:
-    from corefsearch.onnx_backend import weights_checksum
+    from corefsearch.base.onnx_backend import weights_checksum
 
     checksums = set()
     for name in ("query_encoder", "passage_encoder"):

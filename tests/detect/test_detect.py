@@ -258,7 +258,7 @@ def test_train_detector_refuses_an_ecbplus_dataset_that_is_not_annotated_in_full
 
 def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_path: Path) -> None:
     from corefsearch.detect.model import MentionDetector
-    from corefsearch.onnx_export import export_onnx
+    from corefsearch.export.onnx import export_onnx
 
     folder = tmp_path / "detector"
     shutil.copytree(trained, folder)

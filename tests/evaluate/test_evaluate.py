@@ -12,7 +12,7 @@ import random
 import pytest
 from rich.console import Console
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.evaluate import (
     METRICS,
     Evaluation,

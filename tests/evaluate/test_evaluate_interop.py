@@ -21,8 +21,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
-from corefsearch.errors import InputError
 from corefsearch.evaluate import (
     METRICS,
     cutoff_curve,
@@ -218,7 +218,7 @@ def test_tools_agree_on_every_metric(tied_bm25: tuple[Path, Path, dict[str, dict
 
 @java
 def test_search_writes_runs_in_trec_evals_order(subset_dataset: Path, subset_index: Path, tmp_path: Path) -> None:
-    from corefsearch.pipeline import search_to_run
+    from corefsearch.search.pipeline import search_to_run
 
     out = tmp_path / "bm25.trec"
     search_to_run(subset_index, subset_dataset / "queries" / "test.jsonl", out, k=100)

@@ -15,7 +15,7 @@ from helpers import CLUSTER_DOCS, write_jsonl
 from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
-from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
+from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
 from corefsearch.cli import app
 from corefsearch.cluster.run import cluster_dataset
 from corefsearch.evaluate.coref_files import evaluate_cluster_settings

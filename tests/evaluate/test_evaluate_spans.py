@@ -16,9 +16,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from corefsearch.artefacts import DATASET
+from corefsearch.base.artefacts import DATASET
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
-from corefsearch.errors import InputError
 from corefsearch.evaluate import (
     METRICS,
     evaluate_files,

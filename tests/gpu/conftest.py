@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def faiss_gpu() -> None:
-    from corefsearch.faiss_gpu import faiss_gpus
+    from corefsearch.base.faiss_gpu import faiss_gpus
 
     if faiss_gpus() == 0:
         pytest.skip("this FAISS build has no GPU support (faiss-cpu): `pip install \"corefsearch[gpu]\"`")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import a_query, tiny_reader
 
-from corefsearch import precision
+from corefsearch.base import precision
 
 
 def test_auto_precision_is_bf16_on_a_gpu_that_has_it() -> None:

@@ -23,9 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.windows import query_window
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run, write_run
 from corefsearch.reader.inputs import pair_windows, tokenize_passage, window_starts
@@ -33,7 +34,6 @@ from corefsearch.reader.read import Reader
 from corefsearch.reader.spans import top_spans
 from corefsearch.reader.train import epoch_examples, example_loss, train_reader
 from corefsearch.training.checkpoint import work_dir_for
-from corefsearch.windows import query_window
 
 runner = CliRunner()
 # The tiny news corpus and random BERT of helpers.py / conftest.py, on one torch thread.
@@ -186,7 +186,7 @@ def test_save_load_round_trip_gives_identical_scores(tiny_base: Path, tmp_path: 
 
 
 def test_load_rejects_a_folder_that_is_not_a_reader(tmp_path: Path) -> None:
-    from corefsearch.errors import MissingArtefactError
+    from corefsearch.base.errors import MissingArtefactError
 
     with pytest.raises(MissingArtefactError, match="not a reader"):
         Reader.load(tmp_path)
@@ -366,9 +366,9 @@ def test_corpus_words_cover_the_passages() -> None:
 
 
 def test_rerank_orders_by_the_reader_or_fuses_with_the_retriever() -> None:
+    from corefsearch.base.schema import Hit
     from corefsearch.reader.read import ReaderHit
     from corefsearch.reader.rerank import order_reranked
-    from corefsearch.schema import Hit
 
     retrieved = [Hit(pid, 10.0 - i) for i, pid in enumerate("abcde")]
     read = [ReaderHit("c", 3.0, 0, 1, "x"), ReaderHit("a", 2.0, 0, 1, "x"), ReaderHit("b", -1.0, 0, 1, "x")]

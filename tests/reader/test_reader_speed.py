@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.cli import app
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
@@ -207,7 +207,7 @@ def exported(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_export_writes_both_models_and_records_the_weights(exported: Path) -> None:
-    from corefsearch.onnx_backend import weights_checksum
+    from corefsearch.base.onnx_backend import weights_checksum
 
     record = json.loads((exported / "onnx" / "export.json").read_text())
     assert set(record["files"]) == {"model.onnx", "model_qint8.onnx"}
@@ -313,7 +313,7 @@ def test_backend_errors_are_one_line(tiny_base: Path, tiny_dataset: Path, tiny_i
     result = runner.invoke(app, ["export-onnx", str(tmp_path / "missing")])
     assert result.exit_code == 1 and "no such model folder" in flat(result.output)
     # ONNX Runtime runs on the CPU
-    from corefsearch.onnx_backend import check_backend_device
+    from corefsearch.base.onnx_backend import check_backend_device
 
     with pytest.raises(InputError, match="--backend onnx runs the model on the CPU"):
         check_backend_device("onnx", "cuda")

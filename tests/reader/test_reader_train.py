@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import READER_CONFIG
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run
-from corefsearch.models import READER_CONFIG
 from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
 from corefsearch.reader.train import (
@@ -294,9 +294,9 @@ def test_a_reader_started_from_a_retriever_folder_gets_its_query_encoder_and_mar
         tiny_base: Path, tmp_path: Path) -> None:
     import torch
 
+    from corefsearch.base.models import MENTION_END, MENTION_START
     from corefsearch.cluster.model import MentionEncoder
     from corefsearch.dense.model import BiEncoder, RetrieverConfig
-    from corefsearch.models import MENTION_END, MENTION_START
 
     torch.manual_seed(3)
     retriever = BiEncoder.from_base(str(tiny_base), RetrieverConfig(pooling="mean", max_query_len=24,

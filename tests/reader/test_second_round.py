@@ -1,4 +1,4 @@
-"""The second search round (``corefsearch.expansion``, ``search --rounds 2``): N = 0 is the first round, an
+"""The second search round (``corefsearch.search.expansion``, ``search --rounds 2``): N = 0 is the first round, an
 expansion query is a query record like any other, the weighted fusion, the options' checks and their
 round trip through the run's metadata; end to end with a tiny reader's spans and a tiny mention encoder."""
 
@@ -12,10 +12,12 @@ import pytest
 from helpers import flat, save_mention_encoder, saved_reader
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import CorefSearchError, InputError
+from corefsearch.base.schema import Hit, Query
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import read_queries
-from corefsearch.errors import CorefSearchError, InputError
-from corefsearch.expansion import (
+from corefsearch.io.trec import read_run
+from corefsearch.search.expansion import (
     BACKGROUND_DEPTH,
     BACKGROUND_FROM,
     RRF_K,
@@ -28,8 +30,6 @@ from corefsearch.expansion import (
     head_and_tail,
     second_round,
 )
-from corefsearch.io.trec import read_run
-from corefsearch.schema import Hit, Query
 
 runner = CliRunner()
 QUERY = Query("q1", "d1-0", "The fire destroyed the mill .", 4, 8, "fire", "c1")
@@ -438,9 +438,9 @@ def test_the_api_answers_as_a_cluster_and_with_a_second_round(tiny_base: Path, t
                                                               tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from corefsearch.engine import SearchEngine
     from corefsearch.reader.rerank import ReaderOptions
-    from corefsearch.retriever import RetrievalOptions
+    from corefsearch.search.engine import SearchEngine
+    from corefsearch.search.retriever import RetrievalOptions
     from corefsearch.serve.app import create_app
     from corefsearch.sparse.search import BM25Options
 

@@ -1,4 +1,4 @@
-"""SearchEngine (corefsearch.engine): opened once, it answers as `adhoc_query` and `corefsearch
+"""SearchEngine (corefsearch.search.engine): opened once, it answers as `adhoc_query` and `corefsearch
 query --json` do for the same input; start/end offsets equal mention + occurrence; the per-call
 retriever, query format and rerank_k equal an engine opened with those settings; passages come
 with their document; bad input is one clear InputError; calls from worker threads answer the same.
@@ -18,13 +18,13 @@ import pytest
 from helpers import frequent_words, make_tiny_bert, saved_reader
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.engine import SearchEngine
-from corefsearch.errors import InputError
-from corefsearch.pipeline import adhoc_query
 from corefsearch.reader.rerank import ReaderOptions
-from corefsearch.retriever import RetrievalOptions
+from corefsearch.search.engine import SearchEngine
+from corefsearch.search.pipeline import adhoc_query
+from corefsearch.search.retriever import RetrievalOptions
 from corefsearch.sparse.search import BM25Options
 
 java = pytest.mark.java

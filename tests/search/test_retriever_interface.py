@@ -1,4 +1,4 @@
-"""The one retriever interface (corefsearch.retriever): BM25, dense and hybrid opened by
+"""The one retriever interface (corefsearch.search.retriever): BM25, dense and hybrid opened by
 ``open_retriever`` answer ``search_one``/``search`` exactly as the searchers did when called
 each their own way; manifests are read once per open; passages come back by id; and the moved
 names (Hit, re-ranking, highlighting, run writing) keep their old import paths.
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import Hit, Query
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.search import DenseSearcher
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.fusion import FusionOptions, fuse
-from corefsearch.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever, open_retrievers
-from corefsearch.schema import Hit, Query
+from corefsearch.search.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever, open_retrievers
 from corefsearch.sparse.search import BM25Options, BM25Searcher
 
 java = pytest.mark.java
@@ -222,7 +222,7 @@ def test_index_manifests_check_the_dataset(both_indexes: Path, subset_dataset: P
 def test_span_record_is_the_spans_file_line(tmp_path: Path) -> None:
     from corefsearch.evaluate.spans import read_spans
     from corefsearch.reader.read import ReaderHit
-    from corefsearch.run_writer import RunWriter
+    from corefsearch.search.run_writer import RunWriter
 
     hit = ReaderHit("p-3", 2.5, 4, 9, "blaze")
     assert hit.to_json("q1") == {"qid": "q1", "passage_id": "p-3", "start": 4, "end": 9, "text": "blaze",

@@ -34,13 +34,13 @@ from helpers import (
 )
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import CorefSearchError
+from corefsearch.base.schema import Query
 from corefsearch.cli import app as cli_app
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.engine import SearchEngine
-from corefsearch.errors import CorefSearchError
 from corefsearch.reader.rerank import ReaderOptions
-from corefsearch.retriever import RetrievalOptions
-from corefsearch.schema import Query
+from corefsearch.search.engine import SearchEngine
+from corefsearch.search.retriever import RetrievalOptions
 from corefsearch.serve.app import Limits, create_app
 from corefsearch.serve.judgements import Judge, judgement_of
 from corefsearch.serve.models import SearchResponse

@@ -36,10 +36,10 @@ from helpers import (
     tiny_bert,
 )
 
-from corefsearch.engine import SearchEngine
+from corefsearch.base.schema import Query
 from corefsearch.reader.rerank import ReaderOptions
-from corefsearch.retriever import RetrievalOptions
-from corefsearch.schema import Query
+from corefsearch.search.engine import SearchEngine
+from corefsearch.search.retriever import RetrievalOptions
 from corefsearch.serve.app import Limits, create_app
 from corefsearch.sparse.search import BM25Options
 
@@ -465,7 +465,7 @@ def test_the_cluster_view_lists_the_query_mentions_cluster_by_document(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from corefsearch.expansion import ExpansionOptions
+    from corefsearch.search.expansion import ExpansionOptions
 
     root = tmp_path_factory.mktemp("cluster-models")
     base = tiny_bert(subset_dataset, root / "bert")

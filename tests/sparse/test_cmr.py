@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Passage, Query
 from corefsearch.cli import app
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
-from corefsearch.errors import InputError
 from corefsearch.io.trec import read_run, write_run
-from corefsearch.run_writer import run_rows
-from corefsearch.schema import Passage, Query
+from corefsearch.search.run_writer import run_rows
 from corefsearch.sparse.index import (
     LUCENE_DIR,
     FieldStats,

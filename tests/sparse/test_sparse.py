@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import Passage, Query
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.pipeline import adhoc_query
-from corefsearch.schema import Passage, Query
+from corefsearch.search.pipeline import adhoc_query
 from corefsearch.sparse.formulation import formulate
 from corefsearch.sparse.index import check_index_matches_dataset, load_lucene_manifest
 from corefsearch.sparse.search import BM25Options, BM25Searcher

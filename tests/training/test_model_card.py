@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from huggingface_hub import ModelCard
 
-from corefsearch.model_card import describe_base_model, model_card, options_in_effect, write_model_card
+from corefsearch.base.model_card import describe_base_model, model_card, options_in_effect, write_model_card
 
 
 def record(options: dict[str, Any], counts: dict[str, Any] | None = None, *, dev: bool = True,

@@ -22,9 +22,9 @@ from helpers import (
 )
 from typer.testing import CliRunner
 
-from corefsearch import precision
+from corefsearch.base import precision
+from corefsearch.base.errors import InputError
 from corefsearch.cli import app
-from corefsearch.errors import InputError
 
 runner = CliRunner()
 

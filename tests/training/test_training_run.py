@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.cli.report import print_training_summary
 from corefsearch.cluster.train import ClustererExtras, ClustererTrainingArguments
 from corefsearch.dense.train import RetrieverExtras, RetrieverTrainingArguments
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.reader.train import ReaderExtras, ReaderTrainingArguments
 from corefsearch.training import (
     LoopOptions,

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - depends on the installed Typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from corefsearch import __version__
-from corefsearch.errors import CorefSearchError
+from corefsearch.base.errors import CorefSearchError
 
 
 class CommandLine(TyperGroup):

@@ -63,7 +63,7 @@ def cluster_command(
 ) -> None:
     """Cluster every gold (or predicted) mention of a split into coreference clusters (baselines: lemma,
     singletons; or a trained mention encoder)."""
-    from corefsearch.pipeline import cluster_dataset
+    from corefsearch.search.pipeline import cluster_dataset
 
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
     with precision_scope(precision, ray=ray_given):

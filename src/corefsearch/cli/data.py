@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from corefsearch.base.errors import CorefSearchError
 from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.options import EncodeBatchOption, PrecisionOption, encode_batch_size, precision_scope
 from corefsearch.cli.report import print_add_summary
-from corefsearch.errors import CorefSearchError
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -116,7 +116,7 @@ def add_command(
     threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
 ) -> None:
     """Append new documents to a dataset and its indexes without a rebuild (all switched in at the end)."""
-    from corefsearch.add import add_documents
+    from corefsearch.search.add import add_documents
 
     with precision_scope(precision):
         summary = add_documents(dataset, corpus, index or [], encoder=encoder, device=device,

@@ -40,8 +40,8 @@ def detect_command(
 ) -> None:
     """Detect the mentions of every passage of DATASET; writes DATASET/predicted_mentions.jsonl (kept apart from
     the gold mentions) and its manifest. Resumes an interrupted run of the same detector."""
+    from corefsearch.base.schema import MENTION_TYPES
     from corefsearch.detect.run import detect_dataset
-    from corefsearch.schema import MENTION_TYPES
 
     if mention_type not in ("all", *MENTION_TYPES):
         raise typer.BadParameter(f"must be all, event or entity, got {mention_type!r}", param_hint="--mention-type")

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from corefsearch.base.errors import CorefSearchError
 from corefsearch.cli.app import app, console, err_console, user_errors
-from corefsearch.errors import CorefSearchError
 
 
 @app.command("evaluate")

@@ -24,7 +24,7 @@ def export_onnx_command(
                       "to pass as --encoder OUT (a new or empty folder).")] = None,
 ) -> None:
     """Export a reader's or a retriever's encoders to ONNX (onnx/ beside their weights) for `--backend onnx`."""
-    from corefsearch.onnx_export import export_onnx
+    from corefsearch.export.onnx import export_onnx
 
     summary = export_onnx(model_dir, quantize=quantize, out=out,
                           log=log_line)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from corefsearch.base.errors import CorefSearchError
 from corefsearch.cli.app import app, console, user_errors
 from corefsearch.cli.options import (
     ENCODER_HELP,
@@ -20,7 +21,6 @@ from corefsearch.cli.options import (
     precision_scope,
     ray_options,
 )
-from corefsearch.errors import CorefSearchError
 
 
 @app.command("index")
@@ -58,7 +58,7 @@ def index_command(
 ) -> None:
     """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
     from corefsearch.cli.report import print_index_summary
-    from corefsearch.pipeline import DenseIndexOptions, index_dataset
+    from corefsearch.search.pipeline import DenseIndexOptions, index_dataset
 
     dense_options = None
     if dense:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from corefsearch.errors import CorefSearchError
+from corefsearch.base.errors import CorefSearchError
 
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")]
 Rm3Option = Annotated[bool, typer.Option("--rm3", help="RM3 pseudo-relevance feedback.")]
@@ -86,7 +86,7 @@ def retrieval_options(retriever: str, encoder: str | None, fusion: str, alpha: f
                dense: bool | None = None) -> Any:
     """The retrieval options; ``dense``: a dense retriever is in use (default: ``retriever`` is one)."""
     from corefsearch.fusion import FusionOptions
-    from corefsearch.retriever import RetrievalOptions
+    from corefsearch.search.retriever import RetrievalOptions
 
     if (ef_search is not None or nprobe is not None) and not (is_dense(retriever) if dense is None else dense):
         raise CorefSearchError("--ef-search and --nprobe tune the dense index's search: use them with "
@@ -159,10 +159,10 @@ def search_options(given: dict[str, Any]) -> dict[str, Any]:
 
 
 def precision_scope(precision: str, *, backend: str | None = None, ray: Any = None) -> Any:
-    """The ``--precision`` scope a command runs in (:func:`corefsearch.precision.using`), checked where it
+    """The ``--precision`` scope a command runs in (:func:`corefsearch.base.precision.using`), checked where it
     enters: an explicit bf16 or fp16 is refused with an ONNX backend (ONNX Runtime runs the export in the
     precision it was written in) and with ``--ray`` (the workers run each in ``auto`` for its own device)."""
-    from corefsearch.precision import check_precision, using
+    from corefsearch.base.precision import check_precision, using
 
     check_precision(precision)
     if precision in ("bf16", "fp16"):
@@ -189,7 +189,7 @@ def encode_batch_size(batch_size: int | None, device: str, backend: str | None =
 
     if backend not in (None, "torch") or device == "cpu":
         return DEFAULT_BATCH_SIZE
-    from corefsearch.models import check_device, resolve_device
+    from corefsearch.base.models import check_device, resolve_device
 
     check_device(device)
     return default_batch_size(resolve_device(device))
@@ -236,7 +236,7 @@ def expansion_options(rounds: int, expand: int | None, weight: float | None, sou
                       list_depth: int | None = None, head: int | None = None) -> Any:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
     ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
-    from corefsearch.expansion import ExpansionOptions
+    from corefsearch.search.expansion import ExpansionOptions
 
     if rounds == 1:
         settings = (expand, weight, source, min_similarity, reciprocal, margin, list_depth, head)

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
     from corefsearch.datasets.build import BuildSummary
     from corefsearch.dense.indexing import DenseIndexSummary
-    from corefsearch.engine import AdhocResult
+    from corefsearch.search.engine import AdhocResult
     from corefsearch.sparse.index import IndexSummary
     from corefsearch.training import TrainingSummary
 

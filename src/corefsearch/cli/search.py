@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from corefsearch.base.errors import CorefSearchError
 from corefsearch.cli.app import app, console, err_console, user_errors
 from corefsearch.cli.options import (
     QUERY_FORMAT_HELP,
@@ -51,7 +52,6 @@ from corefsearch.cli.options import (
     search_setup,
 )
 from corefsearch.cli.report import print_search_summary
-from corefsearch.errors import CorefSearchError
 
 
 @app.command("search")
@@ -101,7 +101,7 @@ def search_command(
     """Search every query of a queries file; write a TREC run (the query's own passage left out).
 
     With --reader and --ray, the re-ranking runs on a Ray cluster."""
-    from corefsearch.pipeline import search_to_run
+    from corefsearch.search.pipeline import search_to_run
 
     setup = search_setup([retriever], **search_options(locals()))
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
@@ -170,7 +170,7 @@ def query_command(
     relevant and where the gold coreferring mentions are.
     """
     from corefsearch.cli.report import print_adhoc_result
-    from corefsearch.pipeline import adhoc_query
+    from corefsearch.search.pipeline import adhoc_query
 
     setup = search_setup([retriever], **search_options(locals()))
     with precision_scope(precision, backend=backend):
@@ -245,7 +245,7 @@ def serve_command(
     """
     import time
 
-    from corefsearch.engine import SearchEngine
+    from corefsearch.search.engine import SearchEngine
     from corefsearch.serve.app import Limits, create_app, serve_forever
 
     names = [name.strip() for name in retriever.split(",") if name.strip()]

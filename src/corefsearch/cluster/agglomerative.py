@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 # Up to this many vectors the neighbours are exact (FAISS IndexFlatIP: n² inner products, 16 s for
 # 20,000 vectors of 2,048 dimensions on 2 cores); above, an inverted file (IndexIVFFlat: 4·√n lists
@@ -136,10 +136,10 @@ def knn_edges(vectors: Any, k: int, device: str = "cpu") -> tuple[np.ndarray, np
     """The undirected kNN graph of the rows: ``(a, b, similarity)`` with ``a < b``, each pair once, the
     cosine similarity in float64. Neighbours from FAISS: an exact ``IndexFlatIP`` on the normalised
     vectors up to ``EXACT_UNTIL`` of them, an inverted file (``IndexIVFFlat``, seeded) above; on the GPU
-    of ``device`` when FAISS can (``corefsearch.faiss_gpu``)."""
+    of ``device`` when FAISS can (``corefsearch.base.faiss_gpu``)."""
     import faiss
 
-    from corefsearch.faiss_gpu import GPU_MAX_K, faiss_on_gpu, set_nprobe, to_gpu
+    from corefsearch.base.faiss_gpu import GPU_MAX_K, faiss_on_gpu, set_nprobe, to_gpu
 
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import safe_id
 from corefsearch.cluster.agglomerative import cluster_dense, cluster_knn, cut_tree, linkage_tree
 from corefsearch.cluster.inputs import MentionRecord, mention_records
-from corefsearch.errors import InputError
-from corefsearch.schema import safe_id
 
 DEFAULT_K = 50
 DEFAULT_BATCH_SIZE = 64

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.cluster.mentions import split_mention_ids
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.reader.inputs import pair_format
 
 ENTITY_START = "[E]"
@@ -203,7 +203,7 @@ def encoder_input(tokenizer: Any, record: MentionRecord, max_length: int = MAX_L
 
 def dataset_mention_records(dataset_dir: Path) -> dict[str, MentionRecord]:
     """``{mention id: record}`` of every mention of the dataset's clusters, whatever their split (the
-    second search round's candidates, ``corefsearch.expansion``), in the same two passes over the passages
+    second search round's candidates, ``corefsearch.search.expansion``), in the same two passes over the passages
     as one split's."""
     dataset = Dataset(dataset_dir)
     wanted = {mention_id for cluster in dataset.clusters() for mention_id in cluster.mention_ids}

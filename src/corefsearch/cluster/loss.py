@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 if TYPE_CHECKING:
     import torch

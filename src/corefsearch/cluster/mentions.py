@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import SPLITS
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.schema import SPLITS
 
 
 @dataclass

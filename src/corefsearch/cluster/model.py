@@ -10,7 +10,7 @@ per mention, n passes for n mentions, instead of a cross-encoder's n² pairs.
 A saved encoder is a Hugging Face folder (``config.json``, ``model.safetensors``, the tokenizer with
 ``[E]``/``[/E]``) plus ``clusterer_head.safetensors`` (the two MLPs) and ``corefsearch_clusterer.json``
 (:class:`ClustererConfig`: base model, max length, MLP sizes, markers, and the threshold τ that
-training picks on dev). The config is read strictly (:func:`corefsearch.artefacts.config_from_json`).
+training picks on dev). The config is read strictly (:func:`corefsearch.base.artefacts.config_from_json`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import (
+    CLUSTERER_CONFIG,
+    DEFAULT_MODEL,
+    EncoderWithHead,
+    base_encoder,
+    load_offline,
+    resolve_model,
+)
 from corefsearch.cluster.inputs import (
     ENTITY_END,
     ENTITY_START,
@@ -29,15 +38,6 @@ from corefsearch.cluster.inputs import (
     EncoderInput,
     MentionRecord,
     encoder_input,
-)
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import (
-    CLUSTERER_CONFIG,
-    DEFAULT_MODEL,
-    EncoderWithHead,
-    base_encoder,
-    load_offline,
-    resolve_model,
 )
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class MentionEncoder(EncoderWithHead):
         """An encoder saved by :meth:`save`; a folder that is not one is a one-line error."""
         from transformers import AutoModel, AutoTokenizer
 
-        from corefsearch.artefacts import config_from_json
+        from corefsearch.base.artefacts import config_from_json
 
         folder = Path(folder)
         if not folder.is_dir():
@@ -232,7 +232,7 @@ class MentionEncoder(EncoderWithHead):
         import torch
         import torch.nn.functional as F
 
-        from corefsearch.precision import autocast
+        from corefsearch.base.precision import autocast
 
         batch = self.batch(records)
         mention_mask = batch.pop("mention_mask")
@@ -283,7 +283,7 @@ class MentionEncoder(EncoderWithHead):
         and the rest in order of length, so that a batch pads its inputs to a similar length (on ECB+
         this saves a third of the work of batches in corpus order); the vectors come back in the
         records' order. ``progress``: a progress bar over the batches."""
-        from corefsearch.progress import track
+        from corefsearch.base.progress import track
 
         plan = self.plan(records, batch_size)
         batches: Iterable[list[EncoderInput]] = ([plan.inputs[i] for i in rows] for rows in plan.batches)

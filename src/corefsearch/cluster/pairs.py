@@ -28,7 +28,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 TOPIC_TRIES = 20  # random draws from the topic pool before looking through all of it
 

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import SPLITS, PredictedMention
 from corefsearch.cluster.inputs import MentionRecord, _keep_head, passage_position
 from corefsearch.cluster.mentions import ClusterMention, SplitMentions
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.schema import SPLITS, PredictedMention
 
 MENTION_KINDS = ("gold", "predicted")
 ALL_PASSAGES = "all"  # --split all: every passage (with --mentions predicted only)

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corefsearch.base.errors import InputError
 from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
 from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
 from corefsearch.cluster.predicted import ALL_PASSAGES, MENTION_KINDS, read_predicted_mentions, span_fields
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
             from corefsearch.cluster.model import check_lemma_weight
 
             check_lemma_weight(lemma_weight)
-        from corefsearch.models import check_device
+        from corefsearch.base.models import check_device
 
         check_device(device)
         if encoding is not None:
@@ -168,9 +168,9 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
     distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
     the steps go into ``stages``."""
+    from corefsearch.base.models import resolve_device
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
-    from corefsearch.models import resolve_device
 
     # Encoded elsewhere (--ray: by the workers), the encoder here only tokenises and batches, on the CPU.
     encoder = MentionEncoder.load(model, resolve_device("cpu" if encoding is not None else device))

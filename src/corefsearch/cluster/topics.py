@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from corefsearch.base.errors import InputError
 from corefsearch.cluster.mentions import ClusterMention, document_texts
-from corefsearch.errors import InputError
 
 # Cosine distance at which the average-linkage tree is cut. Chosen on the ECB+ train and dev
 # documents that hold mentions (mention type all), among 0.7, 0.8, 0.85, 0.9, 0.95: 0.9 gave the

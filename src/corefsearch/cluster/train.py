@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from corefsearch.artefacts import write_manifest
+from corefsearch.base.artefacts import write_manifest
+from corefsearch.base.errors import InputError
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, coreferent_pairs, training_pairs
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.training import (
@@ -500,6 +500,6 @@ class ClustererTask(TrainingTask):
             selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.encoder.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.model_card import write_model_card
+        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, "clusterer", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

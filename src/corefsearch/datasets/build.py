@@ -18,13 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import DATASET, manifest_record, write_manifest
-from corefsearch.errors import InputError
+from corefsearch.base.artefacts import DATASET, manifest_record, write_manifest
+from corefsearch.base.errors import InputError
+from corefsearch.base.progress import track
+from corefsearch.base.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.read import closing_iterator, read_jsonl
 from corefsearch.io.write import atomic_directory, dump_json_line, sha256_file
-from corefsearch.progress import track
-from corefsearch.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
 
 PASSAGE_MODES = ("sentence", "window", "document")
 

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import MENTION_TYPES, Document, RecordFields, safe_id
 from corefsearch.datasets.tokenised import TokenDocument, TokenMention
-from corefsearch.errors import InputError
 from corefsearch.io.read import closing_iterator, read_json_array, text_lines
-from corefsearch.schema import MENTION_TYPES, Document, RecordFields, safe_id
 
 STATISTICS_FILE = "statistics"
 

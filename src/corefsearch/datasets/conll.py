@@ -53,10 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Document, safe_id
 from corefsearch.datasets.tokenised import TokenDocument, TokenMention
-from corefsearch.errors import InputError
 from corefsearch.io.read import closing_iterator, text_lines
-from corefsearch.schema import Document, safe_id
 
 FILE_SUFFIXES = (".conll", "_conll", ".txt")
 _BEGIN = re.compile(r"^#begin document\s+(?:\((?P<paren>.+)\)|(?P<bare>\S.*?))(?:;\s*part\s+(?P<part>\S+))?\s*$")

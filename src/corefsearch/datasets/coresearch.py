@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import SPLITS, Document, Mention, RecordFields, safe_id
 from corefsearch.datasets.wec import squash
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import closing_iterator, read_json_array
-from corefsearch.schema import SPLITS, Document, Mention, RecordFields, safe_id
 
 FILE_KINDS = ("queries", "all_passages", "gold_clusters")
 DISTRACTOR_CHAIN = "-1"

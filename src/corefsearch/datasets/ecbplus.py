@@ -37,9 +37,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Document, Mention, safe_id
 from corefsearch.io.read import text_lines
-from corefsearch.schema import Document, Mention, safe_id
 
 DEV_TOPICS = frozenset({2, 5, 12, 18, 21, 23, 34, 35})
 TEST_TOPICS = frozenset(range(36, 46))

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import MENTION_TYPES, SPLITS, Document, Mention, RecordFields, safe_id
+from corefsearch.base.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES, keep_mentions_whole, sentence_units
 from corefsearch.io.read import closing_iterator, read_jsonl
-from corefsearch.schema import MENTION_TYPES, SPLITS, Document, Mention, RecordFields, safe_id
-from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES, keep_mentions_whole, sentence_units
 
 CORPUS_FILE = "corpus.jsonl"
 MENTIONS_FILE = "mentions.jsonl"

@@ -8,10 +8,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Passage, Query
 from corefsearch.datasets.dataset import Dataset, read_queries
-from corefsearch.errors import InputError
 from corefsearch.io.trec import read_qrels
-from corefsearch.schema import Passage, Query
 
 SPLITS = ("train", "dev", "test")
 

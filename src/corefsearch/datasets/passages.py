@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError, MissingArtefactError
 
 if TYPE_CHECKING:
     pass

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 if TYPE_CHECKING:
     from corefsearch.datasets.cdcr_json import CdcrReport
-from corefsearch.schema import Document
-from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
+from corefsearch.base.schema import Document
+from corefsearch.base.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 
 SOURCE_FORMATS = ("ecbplus", "wec", "coresearch", "generic", "cdcr-json", "conll", "text")
 MENTION_TYPE_CHOICES = ("event", "entity", "all")

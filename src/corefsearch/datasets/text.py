@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import Document, safe_id
+from corefsearch.base.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 from corefsearch.datasets.generic import (
     CORPUS_FILE,
     MENTIONS_FILE,
@@ -22,10 +25,7 @@ from corefsearch.datasets.generic import (
     _read_corpus,
     _units,
 )
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.read import closing_iterator, read_jsonl, text_lines
-from corefsearch.schema import Document, safe_id
-from corefsearch.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 
 TEXT_SUFFIX = ".txt"
 PASSAGE_MODES = ("sentence", "document")

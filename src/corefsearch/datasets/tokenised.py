@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from corefsearch.schema import Document, Mention
+from corefsearch.base.schema import Document, Mention
 
 
 @dataclass

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Document, Mention, safe_id
 from corefsearch.io.read import closing_iterator, read_json_array
-from corefsearch.schema import Document, Mention, safe_id
 
 REQUIRED_FIELDS = ("coref_chain", "doc_id", "mention_context", "tokens_number", "tokens_str", "mention_id")
 

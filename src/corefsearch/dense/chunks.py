@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import (
+from corefsearch.base.artefacts import (
     DENSE_INDEX,
     DENSE_PARTIAL,
     DENSE_SHARD,
@@ -29,6 +29,8 @@ from corefsearch.artefacts import (
     versions,
     write_manifest,
 )
+from corefsearch.base.errors import InputError
+from corefsearch.base.progress import track
 from corefsearch.dense import faiss_index
 from corefsearch.dense.store import (
     FAISS_FILE,
@@ -39,10 +41,8 @@ from corefsearch.dense.store import (
     VECTORS_FILE,
     portable_reference,
 )
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import clean_temporaries_in
 from corefsearch.io.write import atomic_directory, atomic_file
-from corefsearch.progress import track
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,16 +19,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError
-from corefsearch.models import DEFAULT_MODEL, MODEL_REMEDY, add_marker_tokens, load_offline, resolve_model
-from corefsearch.progress import track
-from corefsearch.windows import query_window
+from corefsearch.base.errors import InputError
+from corefsearch.base.models import DEFAULT_MODEL, MODEL_REMEDY, add_marker_tokens, load_offline, resolve_model
+from corefsearch.base.progress import track
+from corefsearch.base.windows import query_window
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from corefsearch.schema import Query
+    from corefsearch.base.schema import Query
 
 POOLINGS = ("cls", "mean")
 ENCODER_CONFIG = "corefsearch_encoder.json"
@@ -84,7 +84,7 @@ class TextEncoder:
         reference = resolve_model(name_or_path)
         saved = Path(reference) / ENCODER_CONFIG
         if saved.exists():
-            from corefsearch.artefacts import config_from_json
+            from corefsearch.base.artefacts import config_from_json
 
             config = config_from_json(EncoderConfig, saved, MODEL_REMEDY, "encoder configuration")
         config = config or EncoderConfig()
@@ -155,9 +155,9 @@ class TextEncoder:
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Pooled vectors (with gradients when the model is training), in the precision of the
-        current ``--precision`` scope (:mod:`corefsearch.precision`). The model is the torch
+        current ``--precision`` scope (:mod:`corefsearch.base.precision`). The model is the torch
         encoder or an ONNX Runtime one (``OnnxEncoder``, ``--backend onnx``): pooling stays here."""
-        from corefsearch.precision import autocast
+        from corefsearch.base.precision import autocast
 
         inputs = self.model_inputs(batch, getattr(self.model, "input_names", None))
         with autocast(self.device):  # the --precision scope (fp32: nothing)

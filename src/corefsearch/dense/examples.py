@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from corefsearch.base.schema import Query
 from corefsearch.io.trec import read_qrels
-from corefsearch.schema import Query
 
 
 @dataclass(frozen=True)

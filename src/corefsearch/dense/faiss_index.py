@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError
-from corefsearch.faiss_gpu import faiss_on_gpu, set_nprobe, to_cpu, to_gpu
+from corefsearch.base.errors import InputError
+from corefsearch.base.faiss_gpu import faiss_on_gpu, set_nprobe, to_cpu, to_gpu
 
 if TYPE_CHECKING:
     import numpy as np

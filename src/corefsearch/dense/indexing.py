@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import DENSE_SHARD, read_manifest
+from corefsearch.base.artefacts import DENSE_SHARD, read_manifest
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.progress import track
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense import faiss_index
 from corefsearch.dense.chunks import (
@@ -65,9 +67,7 @@ from corefsearch.dense.store import (
     load_encoder,
     shard_name,
 )
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
-from corefsearch.progress import track
 
 if TYPE_CHECKING:
     from corefsearch.dense.model import BiEncoder
@@ -337,7 +337,7 @@ def merge_dense_shards_unguarded(dataset_dir: Path, out: Path, shards: int, fais
                 "shards": shards}
     fields = {"dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256, "passages": count,
               "encoder": first["encoder"], "encoding": encoding}
-    from corefsearch.models import resolve_device
+    from corefsearch.base.models import resolve_device
 
     write_dense_index(target, files, count, parameters, overwrite, fields, started, resolve_device(device))
     return DenseIndexSummary(target, count, 0, 0, time.perf_counter() - started, 0.0, dimension,

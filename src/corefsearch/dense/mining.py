@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from corefsearch.schema import Query
+from corefsearch.base.schema import Query
 
 
 def _mine(index: str, queries: Sequence[Query], relevant: dict[str, list[str]], depth: int) -> dict[str, list[str]]:

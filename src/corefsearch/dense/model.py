@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import RETRIEVER_CONFIG, RETRIEVER_QUERY_ENCODER, model_kind, resolve_model
 from corefsearch.dense.encoder import EncoderConfig, TextEncoder
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import RETRIEVER_CONFIG, RETRIEVER_QUERY_ENCODER, model_kind, resolve_model
 
 QUERY_ENCODER = RETRIEVER_QUERY_ENCODER
 PASSAGE_ENCODER = "passage_encoder"
@@ -73,7 +73,7 @@ class BiEncoder:
                              "encoder is a retriever folder from `corefsearch train retriever`, a Hugging Face model "
                              "name or folder, or `default`; give a reader to --reader")
         if model_kind(name_or_path) == "retriever":
-            from corefsearch.artefacts import config_from_json
+            from corefsearch.base.artefacts import config_from_json
 
             folder = Path(name_or_path)  # type: ignore[arg-type]
             remedy = f"copy the retriever folder {folder} again, or train it again (`corefsearch train retriever`)"
@@ -131,7 +131,7 @@ class BiEncoder:
         ``onnx`` or ``onnx-int8``) from their folders' ``onnx/`` export (``corefsearch export-onnx
         MODEL_DIR``), checked to be an export of the weights they hold now; ``torch`` changes nothing.
         Tokenisation, pooling and the fingerprints (of the torch weights) stay as they are."""
-        from corefsearch.onnx_backend import OnnxEncoder, check_backend, check_onnx_export
+        from corefsearch.base.onnx_backend import OnnxEncoder, check_backend, check_onnx_export
 
         check_backend(backend)
         if backend == "torch":

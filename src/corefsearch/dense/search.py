@@ -7,6 +7,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.faiss_gpu import GPU_MAX_K, to_gpu
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Hit, Query
 from corefsearch.dense import faiss_index
 from corefsearch.dense.store import (
     DENSE_DIR,
@@ -16,10 +20,6 @@ from corefsearch.dense.store import (
     load_encoder,
     portable_reference,
 )
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.faiss_gpu import GPU_MAX_K, to_gpu
-from corefsearch.progress import track
-from corefsearch.schema import Hit, Query
 
 if TYPE_CHECKING:
     from corefsearch.dense.model import BiEncoder
@@ -31,7 +31,7 @@ class DenseSearcher:
     The encoder defaults to the one the index manifest names; another one must have the
     same passage fingerprint (the same passage encoder), or the vectors would not compare.
 
-    A :class:`corefsearch.retriever.Retriever`. The dense index stores no passage texts:
+    A :class:`corefsearch.search.retriever.Retriever`. The dense index stores no passage texts:
     ``passage`` reads them from ``passages`` (set by ``open_retriever``: the Lucene index beside
     it when that holds the same passages), else from the dataset's passages file the manifest
     names. ``manifest``: the dense index manifest when the caller has read it already.
@@ -59,7 +59,7 @@ class DenseSearcher:
                 raise MissingArtefactError(f"{folder / name} is missing; rebuild the dense index with "
                                            f"`corefsearch index DATASET --dense --encoder {recorded['reference']} "
                                            f"--out {self.index} --overwrite`")
-        from corefsearch.onnx_backend import check_backend_device
+        from corefsearch.base.onnx_backend import check_backend_device
 
         check_backend_device(backend, device)
         try:

@@ -39,7 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import write_manifest
+from corefsearch.base.artefacts import write_manifest
+from corefsearch.base.errors import InputError
+from corefsearch.base.memory import release_memory
+from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.examples import (
     StoredPassage,
@@ -52,11 +55,8 @@ from corefsearch.dense.examples import (
 )
 from corefsearch.dense.loss import in_batch_nll
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
-from corefsearch.memory import release_memory
-from corefsearch.schema import Query
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
@@ -287,7 +287,7 @@ class RetrieverTask(TrainingTask):
             best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if dev else None)
         self.model.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.model_card import write_model_card
+        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, "retriever", record, curve, self.run.manifest, name=str(self.run.out))
 

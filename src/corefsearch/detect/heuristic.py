@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 EVENT_NOUNS = frozenset({
     "abduction", "accident", "acquisition", "agreement", "announcement", "appeal", "appointment", "arrest",
@@ -83,7 +83,7 @@ class HeuristicDetector:
         self.entity_extent = entity_extent
 
     def detect(self, texts: list[str], batch_size: int = 64) -> list[list[tuple[int, int, str, float]]]:
-        from corefsearch.nlp import parses
+        from corefsearch.base.nlp import parses
 
         found = []
         for group in parses(texts, batch_size=batch_size):

@@ -10,7 +10,7 @@ span found in two windows is kept once.
 
 A saved detector is a Hugging Face folder (``config.json``, ``model.safetensors``, the tokenizer) plus
 ``detector_head.safetensors`` and ``corefsearch_detector.json`` (:class:`DetectorConfig`: base model,
-types, lengths). The config is read strictly (:func:`corefsearch.artefacts.config_from_json`).
+types, lengths). The config is read strictly (:func:`corefsearch.base.artefacts.config_from_json`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import DEFAULT_MODEL, DETECTOR_CONFIG, EncoderWithHead, load_offline, resolve_model
+from corefsearch.base.schema import MENTION_TYPES
 from corefsearch.detect.labels import IGNORE, spans_from_tags, tags_for_spans, trim
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import DEFAULT_MODEL, DETECTOR_CONFIG, EncoderWithHead, load_offline, resolve_model
-from corefsearch.schema import MENTION_TYPES
 
 if TYPE_CHECKING:
     import torch
@@ -126,7 +126,7 @@ class MentionDetector(EncoderWithHead):
         Runtime (the export of ``corefsearch export-onnx FOLDER``)."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from corefsearch.artefacts import config_from_json
+        from corefsearch.base.artefacts import config_from_json
 
         folder = Path(folder)
         if not (folder / DETECTOR_CONFIG).is_file():
@@ -136,7 +136,7 @@ class MentionDetector(EncoderWithHead):
         if backend == "torch":
             model = load_offline(AutoModel, str(folder))
         else:
-            from corefsearch.onnx_backend import OnnxEncoder, check_onnx_export
+            from corefsearch.base.onnx_backend import OnnxEncoder, check_onnx_export
 
             model = OnnxEncoder(check_onnx_export(folder, backend), load_offline(AutoConfig, str(folder)))
         detector = cls(model, tokenizer, config, device)
@@ -150,7 +150,7 @@ class MentionDetector(EncoderWithHead):
         return list(self.config.types)
 
     def modules(self) -> list[Any]:
-        from corefsearch.onnx_backend import OnnxEncoder
+        from corefsearch.base.onnx_backend import OnnxEncoder
 
         return [self.head] if isinstance(self.model, OnnxEncoder) else [self.model, self.head]
 
@@ -205,7 +205,7 @@ class MentionDetector(EncoderWithHead):
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``[windows, tokens, types, 3]`` tag scores."""
-        from corefsearch.precision import autocast
+        from corefsearch.base.precision import autocast
 
         inputs = {name: value.to(self.device) for name, value in batch.items()}
         with autocast(self.device):

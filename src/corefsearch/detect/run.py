@@ -21,12 +21,12 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
-from corefsearch.artefacts import PREDICTED_MENTIONS, manifest_record, now, write_manifest
+from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, now, write_manifest
+from corefsearch.base.errors import CorefSearchError, InputError
+from corefsearch.base.schema import MENTION_TYPES, Passage, PredictedMention
 from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS_FILE, Dataset
 from corefsearch.detect.detectors import check_detector, detector_reference, load_detector
-from corefsearch.errors import CorefSearchError, InputError
 from corefsearch.io.write import atomic_file, dump_json_line, sha256_file
-from corefsearch.schema import MENTION_TYPES, Passage, PredictedMention
 
 SHARD_SIZE = 4096
 WORK_DIR = ".predicted_mentions.work"
@@ -99,7 +99,7 @@ class Detection(Protocol):
 
 @contextlib.contextmanager
 def _local(reference: str, device: str, backend: str, types: list[str] | None) -> Iterator[Any]:
-    from corefsearch.models import resolve_device
+    from corefsearch.base.models import resolve_device
 
     yield load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", backend, types)
 
@@ -110,11 +110,11 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
     """Detect the mentions of every passage of ``dataset_dir`` with ``model`` (``heuristic`` or a detector
     folder) and write them as the dataset's predicted mentions (see the module docstring). ``detection``:
     where the detector runs instead of here (e.g. on a Ray cluster), to the same mentions."""
-    from corefsearch.models import check_device
-    from corefsearch.progress import new_progress, progress_enabled
+    from corefsearch.base.models import check_device
+    from corefsearch.base.progress import new_progress, progress_enabled
 
     log = log or (lambda message: None)
-    from corefsearch.onnx_backend import check_backend_device
+    from corefsearch.base.onnx_backend import check_backend_device
 
     check_detector(model, backend)
     check_device(device)
@@ -187,7 +187,7 @@ def dataset_detector(dataset: Dataset, device: str = "auto") -> tuple[Any, dict[
     """The detector that wrote ``dataset``'s predicted mentions, loaded, with the manifest; None when the
     dataset holds none. Refused in one line (before any work) when the mentions no longer match the passages
     or the detector folder is gone or holds other weights than it had."""
-    from corefsearch.models import resolve_device
+    from corefsearch.base.models import resolve_device
 
     if not (dataset.root / PREDICTED_MANIFEST_FILE).exists():
         return None

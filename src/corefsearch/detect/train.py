@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import write_manifest
+from corefsearch.base.artefacts import write_manifest
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import MENTION_TYPES, Passage
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.detect.model import MAX_LENGTH, STRIDE, DetectorConfig, MentionDetector
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
-from corefsearch.schema import MENTION_TYPES, Passage
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
@@ -223,6 +223,6 @@ class DetectorTask(TrainingTask):
             best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.detector.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.model_card import write_model_card
+        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, "detector", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

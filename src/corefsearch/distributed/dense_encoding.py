@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.distributed.session import (
     RayOptions,
     WorkerPlan,
@@ -27,7 +28,6 @@ from corefsearch.distributed.session import (
     uncarried,
     worker_errors,
 )
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import Output, output_locks, writes_outputs
 from corefsearch.io.read import json_record
 
@@ -58,7 +58,7 @@ def scan_chunk_starts(path: Path, chunk_size: int) -> tuple[str, int, list[tuple
 def read_chunk(path: Path, offset: int, line_number: int, rows: int) -> list[Any]:
     """The ``rows`` passages from byte ``offset`` (line ``line_number``) of a passages file, checked as
     ``Dataset.passages`` checks them (``FILE:LINE: why``)."""
-    from corefsearch.schema import Passage
+    from corefsearch.base.schema import Passage
 
     passages = []
     first_line = line_number
@@ -204,7 +204,7 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
                 results = _encode_chunks(ray, items, workers, {
                     "encoder": reference, "device": workers.device, "backend": backend, "batch_size": batch_size,
                     "passages": str(passages_path), "threads": ray_options.threads})
-                from corefsearch.progress import track
+                from corefsearch.base.progress import track
 
                 try:
                     for _ in track(_saved(results, owner, folders, seconds, devices), "Encoding passages (Ray)",
@@ -240,7 +240,7 @@ def _check_kept_shard(folder: Path, shard: tuple[int, int], passages_sha256: str
                       chunk_size: int, backend: str) -> None:
     """A complete shard already in place is kept when it holds these passages' vectors by this
     encoder, else the run stops (``--overwrite`` encodes it again)."""
-    from corefsearch.artefacts import DENSE_SHARD, find_manifest
+    from corefsearch.base.artefacts import DENSE_SHARD, find_manifest
     from corefsearch.dense.store import MANIFEST
 
     manifest = find_manifest(folder / MANIFEST, DENSE_SHARD) or {}

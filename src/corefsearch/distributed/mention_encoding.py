@@ -51,7 +51,7 @@ def encode_mentions_on_ray(encoder: MentionEncoder, folder: Path, records: Seque
     plan (tokenised and batched here), contiguous blocks of its batches per call, the vectors put
     back in the records' order. ``ray_options`` were checked where they entered (``cluster_dataset``
     validates its ``MentionEncoding``)."""
-    from corefsearch.progress import track
+    from corefsearch.base.progress import track
 
     plan = encoder.plan(records, batch_size)
     with ray_session(ray_options) as ray, worker_errors():

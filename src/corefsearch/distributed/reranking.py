@@ -23,8 +23,8 @@ from corefsearch.distributed.session import (
 )
 
 if TYPE_CHECKING:
+    from corefsearch.base.schema import Hit, Query
     from corefsearch.reader.rerank import ReaderOptions
-    from corefsearch.schema import Hit, Query
 
 
 class ReaderWorker:
@@ -53,7 +53,7 @@ def rerank_on_ray(reader: ReaderOptions, retrieved: Sequence[tuple[Query, list[H
     """``rerank_hits`` of every query of ``retrieved``, in order, computed on the Ray cluster; and the
     number of workers. Each block carries its queries, their top ``rerank_k`` hits and those texts.
     ``ray_options`` were checked where they entered (``pipeline.search_to_run``)."""
-    from corefsearch.progress import track
+    from corefsearch.base.progress import track
 
     options = replace(reader, model=Path(reader.model).resolve())
     with ray_session(ray_options) as ray, worker_errors():

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from corefsearch.errors import CorefSearchError, InputError, MissingArtefactError
+from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
 
 RAY_HINT = 'install it with `pip install "corefsearch[ray]"`'
 CONNECT_TIMEOUT_S = 5.0

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import SPLITS, RecordFields
 from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
 from corefsearch.evaluate.coref_predicted import SPAN_FIELDS, has_spans, match_predicted
 from corefsearch.io.read import read_jsonl
-from corefsearch.schema import SPLITS, RecordFields
 
 if TYPE_CHECKING:
     from rich.console import Console

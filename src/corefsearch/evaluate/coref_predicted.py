@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import SPLITS, RecordFields
 from corefsearch.io.read import closing_iterator, read_jsonl
-from corefsearch.schema import SPLITS, RecordFields
 
 SPAN_FIELDS = ("passage_id", "start", "end")
 ALL_PASSAGES = "all"

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import MENTION_TYPES, SPLITS, PredictedMention
 from corefsearch.io.read import read_jsonl
-from corefsearch.schema import MENTION_TYPES, SPLITS, PredictedMention
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -166,7 +166,7 @@ def evaluate_detection(mentions: Path, dataset_dir: Path, split: str | None = "a
                                              key=MENTION_TYPES.index)
     heads = None
     if head:
-        from corefsearch.nlp import head_spans
+        from corefsearch.base.nlp import head_spans
 
         ids = sorted(gold)
         heads = dict(zip(ids, head_spans([texts[i] for i in ids], [[s[:2] for s in gold[i]] for i in ids]),

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.io.trec import trec_eval_order
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from corefsearch.base.errors import InputError
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 from corefsearch.evaluate.metrics import Run
 
 

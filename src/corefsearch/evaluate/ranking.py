@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corefsearch.base.errors import InputError
 from corefsearch.datasets.dataset import Dataset, dataset_holding
-from corefsearch.errors import InputError
 from corefsearch.evaluate.metrics import (
     INFAP,
     METRICS,

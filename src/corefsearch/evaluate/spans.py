@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import SPLITS, Passage, Query, SpanRecord
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 from corefsearch.evaluate.metrics import EM, F1, Qrels, Run
 from corefsearch.io.read import read_jsonl
-from corefsearch.schema import SPLITS, Passage, Query, SpanRecord
 
 # field -> (accepted types, how an error names them)
 _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -38,7 +38,7 @@ _EXAMPLES = 5  # how many ids a warning names
 
 @dataclass(frozen=True)
 class SpanPrediction(SpanRecord):
-    """One line of a spans file as read back (a :class:`~corefsearch.schema.SpanRecord`) with its
+    """One line of a spans file as read back (a :class:`~corefsearch.base.schema.SpanRecord`) with its
     1-based line number, for error messages."""
 
     line: int = 0

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from corefsearch.errors import InputError
-from corefsearch.schema import Hit
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Hit
 
 FUSION_METHODS = ("rrf", "interpolate")
 RRF_K = 60

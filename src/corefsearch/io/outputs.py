@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError, MissingArtefactError
 
 IterableT = TypeVar("IterableT", bound=Iterable[Any])
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.io.read import text_lines
 from corefsearch.io.write import atomic_file
 

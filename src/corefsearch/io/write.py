@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from corefsearch.errors import InputError
-from corefsearch.windows import QueryWindow
+from corefsearch.base.errors import InputError
+from corefsearch.base.windows import QueryWindow
 
 # A forward pass costs about as much as this many padded tokens besides its tokens (CPU,
 # all-MiniLM-L6-v2, ECB+): what splitting a query's windows into one more pass costs. Measured in

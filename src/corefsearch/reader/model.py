@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.models import (
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import (
     DEFAULT_MODEL,
     READER_CONFIG,
     EncoderWithHead,
@@ -145,7 +145,7 @@ class CrossEncoderReader(EncoderWithHead):
     def read_config(folder: Path) -> ReaderConfig:
         """The configuration of the reader saved in ``folder``, checked, without loading its weights
         (what a caller that only needs the reader's settings reads: ``search --reader --ray``)."""
-        from corefsearch.artefacts import config_from_json
+        from corefsearch.base.artefacts import config_from_json
         folder = Path(folder)
         config_path = folder / READER_CONFIG
         if model_kind(folder) == "retriever":
@@ -193,7 +193,7 @@ class CrossEncoderReader(EncoderWithHead):
     def encoder_inputs(self, windows: list[PairWindow]) -> dict[str, torch.Tensor]:
         """The encoder's keyword inputs for a batch of windows, padded to the longest: ``input_ids``,
         ``attention_mask`` and, when the model has segments, ``token_type_ids`` (what an ONNX export
-        of the encoder takes too, see :mod:`corefsearch.onnx_export`)."""
+        of the encoder takes too, see :mod:`corefsearch.export.onnx`)."""
         import torch
 
         length = max(len(w.input_ids) for w in windows)

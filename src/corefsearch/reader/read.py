@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.precision import autocast
+from corefsearch.base.precision import autocast
+from corefsearch.base.schema import Query, SpanRecord
+from corefsearch.base.windows import QueryWindow, query_window
 from corefsearch.reader.inputs import (
     PASS_OVERHEAD_TOKENS,
     PairWindow,
@@ -20,8 +22,6 @@ from corefsearch.reader.inputs import (
     tokenize_passage,
 )
 from corefsearch.reader.model import CrossEncoderReader
-from corefsearch.schema import Query, SpanRecord
-from corefsearch.windows import QueryWindow, query_window
 
 EMPTY_SCORE = -1e9  # finite, so that runs and spans stay valid TREC and JSON
 TOKEN_CACHE_SIZE = 100_000  # tokenized passages kept (candidates recur across the queries of a topic)
@@ -78,8 +78,8 @@ class Reader:
         """The reader saved in ``folder``; ``backend`` ``onnx`` or ``onnx-int8`` runs its encoder with
         ONNX Runtime (on the CPU, ``threads`` intra-op threads) from the folder's ``onnx/`` export
         (``corefsearch export-onnx``), the head in torch."""
-        from corefsearch.models import resolve_device
-        from corefsearch.onnx_backend import OnnxEncoder, check_backend_device, check_onnx_export
+        from corefsearch.base.models import resolve_device
+        from corefsearch.base.onnx_backend import OnnxEncoder, check_backend_device, check_onnx_export
 
         check_backend_device(backend, device)
         folder = Path(folder)

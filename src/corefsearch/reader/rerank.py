@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
-from corefsearch.schema import Hit, Query
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Hit, Query
 
 RERANK_FUSIONS = ("reader", "rrf")
 DEFAULT_BATCH_QUERIES = 8  # queries whose windows are read together (search over a queries file)
@@ -40,15 +40,15 @@ class ReaderOptions:
             raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
         if self.batch_queries < 1:
             raise InputError(f"--rerank-batch-queries must be at least 1, got {self.batch_queries}")
-        from corefsearch.models import check_device
+        from corefsearch.base.models import check_device
 
         check_device(self.device)
         if self.fusion is not None and self.fusion not in RERANK_FUSIONS:
             raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
         if self.batch_size is not None and self.batch_size < 0:
             raise InputError(f"reader batch size must be at least 1 (0: no cap), got {self.batch_size}")
-        from corefsearch.models import check_model_folder, model_kind
-        from corefsearch.onnx_backend import check_backend_device, check_onnx_export
+        from corefsearch.base.models import check_model_folder, model_kind
+        from corefsearch.base.onnx_backend import check_backend_device, check_onnx_export
 
         check_backend_device(self.backend, self.device)
         check_model_folder(Path(self.model), "--reader")

@@ -35,16 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import write_manifest
+from corefsearch.base.artefacts import write_manifest
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Passage, Query
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
 from corefsearch.reader.model import CrossEncoderReader, ReaderConfig, ReaderOutput
 from corefsearch.reader.read import Reader
-from corefsearch.schema import Passage, Query
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
@@ -302,10 +302,10 @@ def evaluate_dev(reader: Reader, data: _Data, depth: int) -> dict[str, float]:
     """Dev MRR@10 (trec_eval semantics) of the reader re-ranking the run's top ``depth``: by its
     score alone (``MRR@10``), and fused with the run's ranks by RRF as ``search --rerank-fusion
     rrf`` does (``MRR@10 rrf``; the same reader scores)."""
+    from corefsearch.base.progress import track
+    from corefsearch.base.schema import Hit
     from corefsearch.evaluate import evaluate_run
-    from corefsearch.progress import track
     from corefsearch.reader.rerank import order_reranked
-    from corefsearch.schema import Hit
 
     run, fused = {}, {}
     for query in track(data.dev, "Dev re-ranking"):
@@ -471,6 +471,6 @@ class ReaderTask(TrainingTask):
                     "epoch": result.best_epoch if fusion_dev else None})
         self.model.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.model_card import write_model_card
+        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, "reader", record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -1,4 +1,4 @@
-"""The HTTP API and the web page over a warm :class:`~corefsearch.engine.SearchEngine`.
+"""The HTTP API and the web page over a warm :class:`~corefsearch.search.engine.SearchEngine`.
 
 ``create_app(engine)`` answers ``POST /search`` (what ``corefsearch query --json`` prints, plus
 timing; a page of the ranking with ``offset``), ``GET /passages/{id}``, ``GET /queries`` (with a
@@ -38,7 +38,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corefsearch import __version__
-from corefsearch.errors import CorefSearchError, InputError
+from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.io.read import json_type
 from corefsearch.serve.judgements import Judge
 from corefsearch.serve.models import (
@@ -52,7 +52,7 @@ from corefsearch.serve.models import (
 )
 
 if TYPE_CHECKING:
-    from corefsearch.engine import SearchEngine
+    from corefsearch.search.engine import SearchEngine
 
 log = logging.getLogger("corefsearch.serve")
 STATIC = Path(__file__).parent / "static"
@@ -362,7 +362,7 @@ def _check(request: SearchRequest, limits: Limits) -> None:
 def _close_pool(executor: ThreadPoolExecutor, threads: int) -> None:
     """Let the searches in flight finish, detach each search thread from the JVM (pyjnius asks it of a
     thread that called Java before it ends), then end the threads."""
-    from corefsearch.engine import detach_thread
+    from corefsearch.search.engine import detach_thread
 
     barrier = threading.Barrier(threads)
 

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_qrels
 from corefsearch.serve.models import Judgement

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from corefsearch.errors import InputError
-from corefsearch.schema import Query
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Query
 
 QUERY_FORMATS = ("mention", "mention+entities", "sentence", "context", "document")
 
@@ -36,7 +36,7 @@ def formulate(queries: Sequence[Query], query_format: str,
     if query_format == "context":
         return [q.text for q in queries]
     if query_format == "sentence":
-        from corefsearch.nlp import sentence_spans
+        from corefsearch.base.nlp import sentence_spans
 
         strings = []
         for query, spans in zip(queries, sentence_spans(q.text for q in queries), strict=True):
@@ -47,7 +47,7 @@ def formulate(queries: Sequence[Query], query_format: str,
             else:
                 strings.append(query.text[touched[0][0]:touched[-1][1]])
         return strings
-    from corefsearch.nlp import entities
+    from corefsearch.base.nlp import entities
 
     # Queries from one passage share its text: run NER once per distinct text.
     texts = list(dict.fromkeys(q.text for q in queries))

@@ -26,13 +26,13 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import LUCENE_INDEX, manifest_record, read_manifest, write_manifest
+from corefsearch.base.artefacts import LUCENE_INDEX, manifest_record, read_manifest, write_manifest
+from corefsearch.base.errors import InputError
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Passage
 from corefsearch.datasets.dataset import Dataset, check_built_from
-from corefsearch.errors import InputError
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import atomic_directory, sha256_file
-from corefsearch.progress import track
-from corefsearch.schema import Passage
 
 LUCENE_DIR = "lucene"
 # The fields of field-weighted BM25 (besides ``contents``), in the order they are written.

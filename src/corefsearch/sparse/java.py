@@ -13,7 +13,7 @@ import functools
 import os
 from pathlib import Path
 
-from corefsearch.errors import CorefSearchError
+from corefsearch.base.errors import CorefSearchError
 
 _DROPPED_OPTIONS = ("--add-modules=jdk.incubator.vector",)
 
@@ -102,6 +102,6 @@ def java_env_script() -> str:
     else:
         lines += ["# This Java runtime lacks jdk.incubator.vector, which Pyserini's command line asks the JVM for;",
                   "# run Pyserini's commands through corefsearch's launcher, which drops that one option:",
-                  "#   python -m corefsearch.pyserini_cli pyserini.search.lucene --index INDEX/lucene/index "
+                  "#   python -m corefsearch.cli.pyserini_cli pyserini.search.lucene --index INDEX/lucene/index "
                   "--topics TOPICS.tsv --output RUN.txt --bm25 --hits 10"]
     return "\n".join(lines) + "\n"

@@ -2,7 +2,7 @@
 library users as much as for the command line.
 
 - :func:`java_errors` turns an exception raised through pyjnius into one
-  :class:`~corefsearch.errors.InputError` line: what failed, the Java class and the first line
+  :class:`~corefsearch.base.errors.InputError` line: what failed, the Java class and the first line
   of its message (cut), and what to run.
 - :func:`java_stderr` captures what Java prints on ``System.err`` while a block runs. Anserini's
   ``SearchCollection`` searches in a thread pool and, when a query fails in a worker, prints
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 MESSAGE_CHARS = 240  # of the Java message kept in the one-line error
 # Lucene's default maxClauseCount; the limit corefsearch sets (the JVM-wide, static limit).

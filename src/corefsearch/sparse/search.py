@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Hit, Query
 from corefsearch.io.write import atomic_file
-from corefsearch.progress import track
-from corefsearch.schema import Hit, Query
 from corefsearch.sparse.formulation import QUERY_FORMATS, formulate
 from corefsearch.sparse.index import FIELDS, FIELDS_DIR, LUCENE_DIR, load_lucene_manifest, require_fields
 
@@ -137,7 +137,7 @@ def _one_line(text: str) -> str:
 class BM25Searcher:
     """BM25 over ``INDEX/lucene``; every query's own passage is left out of its results.
 
-    A :class:`corefsearch.retriever.Retriever` (``search``, ``search_one``, ``passage``,
+    A :class:`corefsearch.search.retriever.Retriever` (``search``, ``search_one``, ``passage``,
     ``describe``); ``manifest``: the Lucene index manifest when the caller has read it already
     (``open_retriever`` reads each manifest once).
     """

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.training.loop import LoopOptions
 
 
@@ -63,8 +63,8 @@ class TrainingArguments:
                       "--log-every": self.log_every})
         if not 0 <= self.warmup < 1:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
-        from corefsearch.models import check_device
-        from corefsearch.precision import check_precision
+        from corefsearch.base.models import check_device
+        from corefsearch.base.precision import check_precision
 
         check_device(self.device)
         check_precision(self.precision)

@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.io.write import atomic_file
 
 RUN_FILE = "run.json"

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
+from corefsearch.base.progress import new_progress, progress_enabled
 from corefsearch.io.outputs import clean_temporaries_in
 from corefsearch.io.read import json_type
-from corefsearch.progress import new_progress, progress_enabled
 from corefsearch.training.checkpoint import RUN_FILE, UnusableWorkFile, WorkDir, rng_state
 
 if TYPE_CHECKING:

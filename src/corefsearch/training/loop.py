@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 from corefsearch.io.write import atomic_directory, write_json
 from corefsearch.training.checkpoint import (
     BEST_FILE,
@@ -58,7 +58,7 @@ class LoopOptions:
     max_grad_norm: float = 1.0
     overwrite: bool = False  # replace an existing OUT at the end
     device: str = "cpu"  # where the task's modules are (the autocast's device type)
-    precision: str = "fp32"  # resolved (corefsearch.precision.resolve): fp32 | bf16 | fp16
+    precision: str = "fp32"  # resolved (corefsearch.base.precision.resolve): fp32 | bf16 | fp16
 
 
 @dataclass
@@ -95,7 +95,7 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
     import torch
     from transformers import get_linear_schedule_with_warmup
 
-    from corefsearch.precision import autocast, grad_scaler
+    from corefsearch.base.precision import autocast, grad_scaler
 
     log = log or default_log
     steps_per_epoch = task.steps_per_epoch

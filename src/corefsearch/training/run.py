@@ -21,8 +21,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from corefsearch.artefacts import manifest_record, training_kind, versions
-from corefsearch.errors import InputError
+from corefsearch.base.artefacts import manifest_record, training_kind, versions
+from corefsearch.base.errors import InputError
 from corefsearch.io.write import sha256_file
 from corefsearch.training.checkpoint import WorkDir
 from corefsearch.training.common import Log, claim_work_dir, default_log, seed_everything, set_threads
@@ -91,7 +91,7 @@ class Run:
     @property
     def precision(self) -> str:
         """What ``--precision`` means on the run's device: fp32, bf16 or fp16."""
-        from corefsearch.precision import resolve
+        from corefsearch.base.precision import resolve
 
         return resolve(self.args.precision, self.device)
 
@@ -100,7 +100,7 @@ class Run:
         run's precision."""
         from dataclasses import replace
 
-        from corefsearch.precision import using
+        from corefsearch.base.precision import using
 
         options = replace(self.args.loop_options(self.overwrite), device=self.device, precision=self.precision)
         with using(self.args.precision):
@@ -117,7 +117,7 @@ def start_run(args: TrainingArguments, out: Path, *, overwrite: bool, log: Log |
     model folder, open the trainer's inputs (``open_inputs()``: the dataset, a run file, ... and
     their errors), refuse an existing ``OUT`` unless ``overwrite``, resolve the device.
     Returns the run and what ``open_inputs`` returned."""
-    from corefsearch.models import check_model_folder, resolve_device
+    from corefsearch.base.models import check_model_folder, resolve_device
 
     args.validate()
     set_threads(args.threads)

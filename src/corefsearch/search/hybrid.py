@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from corefsearch.base.errors import InputError
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Hit, Query
 from corefsearch.dense.search import DenseSearcher
-from corefsearch.errors import InputError
 from corefsearch.fusion._base import FusionOptions, fuse
-from corefsearch.progress import track
-from corefsearch.schema import Hit, Query
 from corefsearch.sparse.search import BM25Searcher
 
 
 class HybridSearcher:
     """Fuses :class:`BM25Searcher` and :class:`DenseSearcher` results; own passages are left out of both.
-    A :class:`corefsearch.retriever.Retriever`; its passages are the Lucene index's."""
+    A :class:`corefsearch.search.retriever.Retriever`; its passages are the Lucene index's."""
 
     name = "hybrid"
 

@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
-from corefsearch.schema import Hit, Query
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Hit, Query
 
 EXPAND_SOURCES = ("reader", "encoder")
 # Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md, "The head and
@@ -133,7 +133,7 @@ class ExpansionOptions:
             raise InputError("--rounds 2 without a reader marks the expansion mentions with the mention encoder: "
                              "add --mention-encoder DIR (from `corefsearch train clusterer`), or --reader MODEL_DIR")
         if source == "encoder":
-            from corefsearch.models import check_model_folder
+            from corefsearch.base.models import check_model_folder
 
             check_model_folder(self.encoder, "--mention-encoder")
         elif self.list_depth == 1 and self.expand:
@@ -220,8 +220,8 @@ class EncoderExpansion:
 
     @classmethod
     def load(cls, encoder_dir: Path, dataset_dir: Path, device: str = "cpu") -> EncoderExpansion:
+        from corefsearch.base.models import resolve_device
         from corefsearch.cluster.model import MentionEncoder
-        from corefsearch.models import resolve_device
 
         return cls(MentionEncoder.load(Path(encoder_dir), resolve_device(device)), dataset_dir)
 

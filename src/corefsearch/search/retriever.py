@@ -1,7 +1,7 @@
 """One retriever interface for BM25, dense and hybrid search, opened once from an INDEX.
 
 :class:`Retriever` is what :class:`~corefsearch.sparse.search.BM25Searcher`,
-:class:`~corefsearch.dense.search.DenseSearcher` and :class:`~corefsearch.fusion.hybrid.HybridSearcher`
+:class:`~corefsearch.dense.search.DenseSearcher` and :class:`~corefsearch.search.hybrid.HybridSearcher`
 have in common: ``search(queries, k)``, ``search_one(query, k)`` (the query's own passage left
 out), ``passage(id)``, ``describe()`` (what a run's ``.meta.json`` records), ``name`` and
 ``tag`` (the TREC run tag). :func:`open_retriever` reads and checks the index manifests once
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import Hit, Query
 from corefsearch.fusion import FusionOptions
-from corefsearch.schema import Hit, Query
 
 if TYPE_CHECKING:
     from corefsearch.sparse.search import BM25Options
@@ -45,8 +45,8 @@ class RetrievalOptions:
         check_retriever_name(self.retriever)
         self.fusion.validate()
         if self.uses_dense:
-            from corefsearch.models import check_device
-            from corefsearch.onnx_backend import check_backend_device
+            from corefsearch.base.models import check_device
+            from corefsearch.base.onnx_backend import check_backend_device
 
             check_device(self.device)
             check_backend_device(self.backend, self.device)
@@ -212,7 +212,7 @@ def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: 
     opened: dict[str, Retriever] = {}
     for name in names:
         if name == "hybrid":
-            from corefsearch.fusion.hybrid import HybridSearcher
+            from corefsearch.search.hybrid import HybridSearcher
 
             opened[name] = HybridSearcher(bm25, dense, retrieval.fusion)  # type: ignore[arg-type]
         else:

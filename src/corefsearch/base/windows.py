@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What ``corefsearch search`` writes, in one place: the TREC run ``RUN`` (through
 :func:`corefsearch.io.trec.write_run`, which holds the TREC format), its options and versions
-``RUN.meta.json``, the reader's spans ``RUN.spans.jsonl`` (one :class:`~corefsearch.schema.SpanRecord`
+``RUN.meta.json``, the reader's spans ``RUN.spans.jsonl`` (one :class:`~corefsearch.base.schema.SpanRecord`
 a line) and, on request, the BM25 query strings as a Pyserini topics TSV. The README's "File
 formats" section describes each file."""
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import RUN, manifest_record, write_manifest
+from corefsearch.base.artefacts import RUN, manifest_record, write_manifest
+from corefsearch.base.schema import Hit, Query, SpanRecord
 from corefsearch.io.trec import RunRow, write_run
 from corefsearch.io.write import write_jsonl
-from corefsearch.schema import Hit, Query, SpanRecord
 
 
 def spans_path_for(run_path: Path) -> Path:

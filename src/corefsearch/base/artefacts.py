@@ -2,7 +2,7 @@
 Lucene and dense index, dense shard, run metadata, ONNX export, training record) with its one
 writer (:func:`manifest_record` + :func:`write_manifest`) and its one reader (:func:`read_manifest`),
 the versions they record, and model configurations. A damaged or foreign file is a one-line
-:class:`~corefsearch.errors.InputError` naming the file and what to run, never a traceback.
+:class:`~corefsearch.base.errors.InputError` naming the file and what to run, never a traceback.
 
 Written by hand: ``json`` gives the parse error and ``dataclasses`` the fields; what is added
 here is the message (file, line, remedy) and the refusal of keys a configuration does not know
@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any, TypeVar
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError, MissingArtefactError
 
 T = TypeVar("T")
 

@@ -26,12 +26,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import versions
+from corefsearch.base.artefacts import versions
+from corefsearch.base.errors import CorefSearchError, InputError
+from corefsearch.base.schema import Query
 from corefsearch.datasets.passages import PassageFile
-from corefsearch.errors import CorefSearchError, InputError
-from corefsearch.expansion import ExpansionOptions
 from corefsearch.reader.rerank import ReaderOptions, rerank_hits
-from corefsearch.retriever import (
+from corefsearch.search.expansion import ExpansionOptions
+from corefsearch.search.retriever import (
     RETRIEVERS,
     IndexManifests,
     RetrievalOptions,
@@ -40,10 +41,9 @@ from corefsearch.retriever import (
     open_retrievers,
     uses_bm25,
 )
-from corefsearch.schema import Query
 from corefsearch.sparse.search import BM25Options
 
-# The spaCy pipeline each BM25 query format loads (corefsearch.nlp), if any.
+# The spaCy pipeline each BM25 query format loads (corefsearch.base.nlp), if any.
 SPACY_FOR_FORMAT = {"mention+entities": "ner_pipeline", "sentence": "sentencizer"}
 VERSIONED = ("pyserini", "torch", "transformers", "faiss-cpu", "spacy", "onnxruntime", "fastapi", "uvicorn")
 
@@ -170,7 +170,7 @@ class AdhocResult:
     split: str | None = None  # a query of a dataset: its split ...
     relevant_total: int | None = None  # ... and how many passages its qrels hold relevant
     expansion: dict[str, Any] | None = None  # the second round (rounds 2): its options and expansion queries
-    cluster: dict[str, Any] | None = None  # the answer as a cluster (corefsearch.expansion.cluster_answer)
+    cluster: dict[str, Any] | None = None  # the answer as a cluster (corefsearch.search.expansion.cluster_answer)
 
     def to_json(self) -> dict[str, Any]:
         query: dict[str, Any] = {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
@@ -250,8 +250,8 @@ class SearchEngine:
             load_seconds["reader"] = time.perf_counter() - started
         mention_encoder = None
         if expansion is not None and expansion.encoder is not None:
+            from corefsearch.base.models import check_model_folder, resolve_device
             from corefsearch.cluster.model import MentionEncoder
-            from corefsearch.models import check_model_folder, resolve_device
 
             check_model_folder(expansion.encoder, "--mention-encoder")
             started = time.perf_counter()
@@ -273,7 +273,7 @@ class SearchEngine:
             pipeline = SPACY_FOR_FORMAT.get(options.query_format)
             if pipeline is not None:
                 started = time.perf_counter()
-                from corefsearch import nlp
+                from corefsearch.base import nlp
 
                 getattr(nlp, pipeline)()
                 load_seconds["spacy"] = time.perf_counter() - started
@@ -397,14 +397,14 @@ class SearchEngine:
             raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
                              "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
         if self._expander is None:
-            from corefsearch.expansion import EncoderExpansion
+            from corefsearch.search.expansion import EncoderExpansion
 
             self._expander = EncoderExpansion(self.mention_encoder, self._dataset_dir())
         return self._expander
 
     def _second_round(self, searcher: Retriever, query: Query, hits: list[Any], spans: dict[str, tuple[int, int]],
                       depth: int) -> tuple[list[Any], dict[str, Any]]:
-        from corefsearch.expansion import from_spans, second_round
+        from corefsearch.search.expansion import from_spans, second_round
 
         source = self.expansion.source or ("reader" if spans else "encoder")
         options = replace(self.expansion, rounds=2, source=source)
@@ -424,7 +424,7 @@ class SearchEngine:
 
     def _document_context(self, passage_id: str) -> tuple[str | None, str]:
         """A passage's document id and its first two passages (what the mention encoder reads as context)."""
-        from corefsearch.errors import MissingArtefactError
+        from corefsearch.base.errors import MissingArtefactError
 
         if not passage_id:
             return None, ""
@@ -436,8 +436,8 @@ class SearchEngine:
 
     def _cluster(self, query: Query, hits: list[AdhocHit], spans: dict[str, tuple[int, int]]) -> dict[str, Any]:
         """The answer as a cluster: the reader's span in each hit, else the mention encoder's nearest mention of
-        the dataset in it (``corefsearch.expansion.cluster_answer``)."""
-        from corefsearch.expansion import FoundMention, cluster_answer
+        the dataset in it (``corefsearch.search.expansion.cluster_answer``)."""
+        from corefsearch.search.expansion import FoundMention, cluster_answer
 
         unmarked = [hit.passage_id for hit in hits if hit.passage_id not in spans]
         nearest: dict[str, Any] = {}
@@ -478,7 +478,7 @@ class SearchEngine:
         every passage of its document, in order (from the dataset's passages file; when that is
         gone, ``doc_id`` is None and ``document`` holds the passage alone). An unknown id is an
         ``InputError``."""
-        from corefsearch.errors import MissingArtefactError
+        from corefsearch.base.errors import MissingArtefactError
 
         if not isinstance(passage_id, str) or not passage_id:
             raise InputError(f"a passage id must be a non-empty string, got {passage_id!r}")

@@ -2,7 +2,7 @@
 
 The conventions are sentence-transformers' (``backend="onnx"``): the export lives in the model
 folder as ``onnx/model.onnx``, its dynamic int8 quantisation as ``onnx/model_qint8.onnx``
-(``corefsearch export-onnx MODEL_DIR`` writes both, see :mod:`corefsearch.onnx_export`).
+(``corefsearch export-onnx MODEL_DIR`` writes both, see :mod:`corefsearch.export.onnx`).
 ``onnx/export.json`` records the checksum of the encoder weights it was exported from, so that
 an export left over from earlier weights (a model retrained into the same folder) is refused
 instead of silently scoring with the old model.
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from corefsearch.artefacts import ONNX_EXPORT, find_manifest
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.artefacts import ONNX_EXPORT, find_manifest
+from corefsearch.base.errors import InputError, MissingArtefactError
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 ONNX_DIR = "onnx"

@@ -53,15 +53,15 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.artefacts import now, write_manifest
+from corefsearch.base.artefacts import now, write_manifest
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Passage, safe_id
 from corefsearch.datasets.dataset import Dataset, iter_passages
-from corefsearch.errors import InputError, MissingArtefactError
 from corefsearch.io.outputs import check_no_overlap, output_locks
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_qrels
 from corefsearch.io.write import sha256_file
-from corefsearch.progress import track
-from corefsearch.schema import Passage, safe_id
 
 if TYPE_CHECKING:
     from corefsearch.datasets.build import BuildOptions, DatasetWriter
@@ -152,8 +152,8 @@ def _build_options(dataset: Dataset) -> BuildOptions:
 def _documents(corpus: Path, options: BuildOptions, fixed: bool) -> Iterator[Any]:
     """The new documents, read as the dataset's own source options say; ``fixed``: the dataset's passages
     carry their document's split (split by corpus), so every new document must carry one too."""
+    from corefsearch.base.segmentation import DEFAULT_SENTENCES
     from corefsearch.datasets.generic import CORPUS_FILE, read_generic
-    from corefsearch.segmentation import DEFAULT_SENTENCES
 
     corpus = Path(corpus)
     if corpus.is_file():

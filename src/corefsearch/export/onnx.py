@@ -20,7 +20,7 @@ the numbers by design; ``bench/reader_speed.py`` measures what it costs in MRR@1
 
 Each file is written under a temporary name in the ``onnx/`` folder and renamed into place when
 complete; ``onnx/export.json`` (written last) records the checksum of the weights exported, which
-``--backend onnx`` checks (see :mod:`corefsearch.onnx_backend`).
+``--backend onnx`` checks (see :mod:`corefsearch.base.onnx_backend`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.errors import InputError
-from corefsearch.onnx_backend import (
+from corefsearch.base.errors import InputError
+from corefsearch.base.onnx_backend import (
     EXPORT_RECORD,
     ONNX_DIR,
     ONNX_MODEL,
@@ -94,8 +94,8 @@ def _temporary_beside(path: Path) -> Iterator[Path]:
 
 def _sample_inputs(reader: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Encoder inputs from the reader's own windows: one batch to trace, another to check against."""
+    from corefsearch.base.schema import Query
     from corefsearch.reader.read import Reader
-    from corefsearch.schema import Query
 
     text, mention = SAMPLE_QUERY
     start = text.index(mention)
@@ -175,7 +175,7 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     holds the inputs ``trace`` names). The one export path of every kind of model folder."""
     import torch
 
-    from corefsearch.artefacts import ONNX_EXPORT, manifest_record, versions, write_manifest
+    from corefsearch.base.artefacts import ONNX_EXPORT, manifest_record, versions, write_manifest
 
     say = log or (lambda _: None)
     started = time.perf_counter()
@@ -249,7 +249,7 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
       with the model searches with ``out``), then exported there. The bundled model's own folder
       (site-packages) is never written to.
     """
-    from corefsearch.models import DETECTOR_CONFIG, READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
+    from corefsearch.base.models import DETECTOR_CONFIG, READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
 
     started = time.perf_counter()
     if out is not None:
@@ -314,9 +314,9 @@ def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] |
 
 
 def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+    from corefsearch.base.models import check_model_folder, model_kind
     from corefsearch.dense.model import BiEncoder
     from corefsearch.io.write import atomic_directory
-    from corefsearch.models import check_model_folder, model_kind
 
     say = log or (lambda _: None)
     if reference not in ("", "default"):
@@ -344,7 +344,7 @@ def _retriever_sample_inputs(encoder: Any, max_query_len: int,
     passages of different lengths to trace (segments 0 and 1, one row padded), and to check, every
     sample passage (another batch size and length) and a batch of queries (with its mention marked
     when the encoder has markers; no segments given, as the torch path gives none)."""
-    from corefsearch.schema import Query
+    from corefsearch.base.schema import Query
 
     titles = [f"Report {i}" if i % 2 else "" for i in range(len(SAMPLE_PASSAGES))]
     order = sorted(range(len(SAMPLE_PASSAGES)), key=lambda i: len(SAMPLE_PASSAGES[i]))

@@ -107,8 +107,8 @@ def _cached_hub_card(repo_id: str) -> Path | None:
 
 
 def _bundled_card() -> Path | None:
-    from corefsearch.errors import MissingArtefactError
-    from corefsearch.models import default_model_path
+    from corefsearch.base.errors import MissingArtefactError
+    from corefsearch.base.models import default_model_path
 
     try:
         return Path(default_model_path()) / CARD_FILE

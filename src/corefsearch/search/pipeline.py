@@ -4,9 +4,9 @@ with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``)
 choice of where the mentions are encoded (here, or on a Ray cluster). The Ray paths are
 ``corefsearch.distributed``'s adapters, chosen here so that the wings never import that stage.
 
-Orchestration only: the retrievers are opened by ``corefsearch.retriever``, ad-hoc questions are
-answered by ``corefsearch.engine.SearchEngine``, re-ranking is ``corefsearch.reader.rerank``,
-highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.run_writer``."""
+Orchestration only: the retrievers are opened by ``corefsearch.search.retriever``, ad-hoc questions are
+answered by ``corefsearch.search.engine.SearchEngine``, re-ranking is ``corefsearch.reader.rerank``,
+highlighting ``corefsearch.sparse.highlight`` and the run files ``corefsearch.search.run_writer``."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import dataset_holding, read_queries
-from corefsearch.engine import AdhocResult, SearchEngine, query_of
-from corefsearch.errors import InputError, MissingArtefactError
-from corefsearch.expansion import ExpansionOptions
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.reader.rerank import ReaderOptions, rerank_many
-from corefsearch.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever
-from corefsearch.run_writer import RunWriter, spans_path_for
-from corefsearch.schema import Query
+from corefsearch.search.engine import AdhocResult, SearchEngine, query_of
+from corefsearch.search.expansion import ExpansionOptions
+from corefsearch.search.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever
+from corefsearch.search.run_writer import RunWriter, spans_path_for
 from corefsearch.sparse.search import BM25Options, save_topics_file
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ class DenseIndexOptions:
         options. Each value the builder takes (``--faiss``, ``--batch-size``, ``--chunk-size``, ``--shard``,
         ``--merge-shards``, the Ray options) is checked once, by the builder that runs, before its
         output guard and before any work."""
-        from corefsearch.models import check_device
-        from corefsearch.onnx_backend import check_backend_device
+        from corefsearch.base.models import check_device
+        from corefsearch.base.onnx_backend import check_backend_device
 
         check_device(self.device)
         check_backend_device(self.backend, self.device)
@@ -153,7 +153,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     query strings as a Pyserini topics file (``qid<TAB>query``). ``ray``
     (``corefsearch.distributed.session.RayOptions``): the re-ranking runs on a Ray cluster, with the
     same run and spans. ``expansion`` (``--rounds 2``): a second round from the mentions the first one
-    found (``corefsearch.expansion``), fused with it."""
+    found (``corefsearch.search.expansion``), fused with it."""
     options, retrieval = _checked_options(options, retrieval, k)
     if expansion is not None:
         expansion.validate(has_reader=reader is not None)
@@ -202,7 +202,7 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     results = retriever.search(queries, depth)
     tag = retriever.tag
     if reader is not None and reader_config is not None:
-        from corefsearch.progress import track
+        from corefsearch.base.progress import track
 
         retrieved = list(results)
         texts = {passage_id: retriever.passage(passage_id)
@@ -269,8 +269,8 @@ def _check_split_queries(queries_path: Path) -> None:
 def _second_round(retriever: Retriever, first: list[tuple[Query, list[Any]]], expansion: ExpansionOptions, k: int,
                   has_reader: bool, spans_of: dict[str, dict[str, tuple[int, int]]], dataset_dir: Path | None,
                   device: str) -> tuple[Iterator[tuple[Query, list[Any]]], dict[str, Any]]:
-    """The second round of every query (``corefsearch.expansion``) and the metadata's ``expansion``."""
-    from corefsearch.expansion import EncoderExpansion, from_spans, second_round
+    """The second round of every query (``corefsearch.search.expansion``) and the metadata's ``expansion``."""
+    from corefsearch.search.expansion import EncoderExpansion, from_spans, second_round
 
     began = time.perf_counter()
     n = expansion.expand

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corefsearch.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError, MissingArtefactError
 
 if TYPE_CHECKING:
 
@@ -127,7 +127,7 @@ MODEL_REMEDY = "copy the model folder again, or train it again (`corefsearch tra
 def check_model_files(folder: Path) -> None:
     """The JSON files of a local model folder (config, tokenizer, corefsearch's own) must parse:
     one line naming the file, before transformers fails on it somewhere deeper."""
-    from corefsearch.artefacts import read_json_file
+    from corefsearch.base.artefacts import read_json_file
 
     if folder.is_dir():
         for path in sorted(folder.glob("*.json")):

@@ -13,7 +13,7 @@ a command enters :func:`using` once, where ``--precision`` enters the library (c
 :func:`check_precision`), and each model's forward pass enters :func:`autocast` for its own
 device, which resolves ``auto`` against it. A library user writes::
 
-    with corefsearch.precision.using("bf16"):
+    with corefsearch.base.precision.using("bf16"):
         run = search(...)
 
 Training takes the same scope: the loop runs each step's forward and backward passes under
@@ -27,7 +27,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEFAULT_PRECISION = "auto"

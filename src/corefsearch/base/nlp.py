@@ -40,7 +40,7 @@ def lemma_pipeline() -> Any:
     """The small English pipeline with the parser and lemmatizer (named entities left out), for head lemmas."""
     import spacy
 
-    from corefsearch.errors import MissingArtefactError
+    from corefsearch.base.errors import MissingArtefactError
 
     try:
         return spacy.load(NER_MODEL, exclude=["ner"])
@@ -160,7 +160,7 @@ def full_pipeline() -> Any:
     mention detector reads its parse."""
     import spacy
 
-    from corefsearch.errors import MissingArtefactError
+    from corefsearch.base.errors import MissingArtefactError
 
     try:
         return spacy.load(NER_MODEL)

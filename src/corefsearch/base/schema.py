@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from corefsearch.errors import InputError
+from corefsearch.base.errors import InputError
 
 MENTION_TYPES = ("event", "entity")
 SPLITS = ("train", "dev", "test")

@@ -1,0 +1,10 @@
+"""The floor: what every wing and stage builds on, and which knows none of them.
+
+``errors`` (the errors a user can act on), ``schema`` (the records: passages, mentions, queries,
+hits, spans), ``artefacts`` (every manifest's writer and reader), ``models`` (model folders, devices,
+:class:`~corefsearch.base.models.EncoderWithHead` that every model kind builds on), ``model_card``
+(renders a model folder's README), ``onnx_backend`` and ``precision`` (runtimes of the forward
+passes), ``faiss_gpu``, ``nlp`` (spaCy, loaded once), ``segmentation`` and ``windows`` (text units),
+``progress`` and ``memory`` (long runs). ``corefsearch.io`` and ``corefsearch.training`` are the
+floor's other two packages.
+"""
