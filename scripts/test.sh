@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lint and run the whole test suite; everything it needs is set up first, so this one command passes
 # on a fresh machine: the project's virtual environment (created and installed if missing) and, for
-# the browser test (tests/serve/test_browser.py), Debian's chromium with its chromedriver (installed
+# the browser test (tests/serve/test_serve_browser.py), Debian's chromium with its chromedriver (installed
 # with apt when missing; a machine that has them skips apt altogether).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -265,6 +265,22 @@ def test_add_errors(tmp_path: Path) -> None:
         add_documents(windows, b)
 
 
+@pytest.mark.filterwarnings("ignore:no --index given")
+def test_add_warning_names_the_dataset(tmp_path: Path) -> None:
+    """A dataset still without queries after the addition: the warning names it, not the new documents' folder."""
+    lone = [dict(NEWS_DOCUMENTS[0])]
+    start = lone[0]["text"].index(" ")
+    first = write_corpus(tmp_path / "first", lone, [{"mention_id": "m1", "doc_id": lone[0]["doc_id"], "start": 0,
+                                                     "end": start, "cluster_id": "c1", "type": "event"}])
+    with pytest.warns(UserWarning, match="the dataset has no queries"):
+        grown = build(first, tmp_path / "grown")
+    more = write_corpus(tmp_path / "more", [EXTRA_DOCUMENTS[1]], None)
+    with pytest.warns(UserWarning, match="the dataset has no queries") as caught:
+        add_documents(grown, more)
+    [message] = [str(w.message) for w in caught if "has no queries" in str(w.message)]
+    assert message.startswith(f"{grown}: ") and str(more) not in message
+
+
 @pytest.mark.filterwarnings("always:no --index given")
 def test_add_command_prints_summary(tmp_path: Path) -> None:
     a, b, _ = corpora(tmp_path)

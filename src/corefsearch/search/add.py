@@ -260,7 +260,7 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
     # Split by clusters: the clusters the dataset has keep their split (see the module doc).
     old_splits = {cluster.cluster_id: cluster.split for cluster in dataset.clusters()}
     build.write_queries_and_qrels(staged, writer, options, new, None if writer.fixed_splits else old_splits)
-    build.check_splits(new, options, writer.fixed_splits, str(corpus))
+    build.check_splits(new, options, writer.fixed_splits, str(dataset.root))
     manifest = build.dataset_manifest(staged, options, new)
     manifest["created"] = dataset.manifest.get("created", manifest["created"])
     manifest["updated"] = now()
