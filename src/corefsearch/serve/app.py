@@ -126,10 +126,17 @@ def _dataset_path(description: dict[str, Any]) -> Path | None:
     return Path(dataset) if dataset else None
 
 
-def _validation_message(errors: list[Any]) -> str:
-    """One line for pydantic's errors, each naming its field (and, for a wrong type, what was sent)."""
+def _validation_message(errors: list[Any], content_type: str | None = None) -> str:
+    """One line for pydantic's errors, each naming its field (and, for a wrong type, what was sent);
+    ``content_type``: the request's, named when the body was not read as JSON."""
     if any(error.get("type") == "json_invalid" for error in errors):
         return "the request body is not valid JSON"
+    whole_body = [error for error in errors if tuple(error.get("loc", ())) == ("body",)]
+    if any(error.get("type") == "missing" for error in whole_body):
+        return "the request body is empty: expected a JSON object, with Content-Type: application/json"
+    if any(isinstance(error.get("input"), bytes) for error in whole_body):
+        sent = f"Content-Type: {content_type}" if content_type else "no Content-Type"
+        return f"expected a JSON object as the request body, with Content-Type: application/json (got {sent})"
     parts = []
     for error in errors:
         loc = list(error.get("loc", ()))
@@ -152,7 +159,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
            401: "The X-API-Key header is missing or wrong (the server has --api-key).",
            404: "Not found (an unknown passage; /queries: no --dataset, or no such split).",
            413: "The request body is over the server's --max-body.",
-           422: "A malformed request: a body that is not JSON, a field of the wrong JSON type (`\"k\": \"5\"`) "
+           422: "A malformed request: a body that is not JSON (or not sent as `Content-Type: application/json`), "
+                "a field of the wrong JSON type (`\"k\": \"5\"`) "
                 "or unknown, a value over the server's limits, or a question of the wrong shape.",
            500: "An unexpected failure (the traceback is in the server's log only)."}
     return {status: {"model": ErrorResponse, "description": why[status]} for status in statuses}
@@ -189,8 +197,9 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
     # --- errors: always JSON, one line ------------------------------------------------------
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _validation_message(list(error.errors()))}, status_code=422)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        message = _validation_message(list(error.errors()), request.headers.get("content-type"))
+        return JSONResponse({"detail": message}, status_code=422)
 
     @app.exception_handler(CorefSearchError)
     async def library_error(_: Request, error: CorefSearchError) -> JSONResponse:
