@@ -5,6 +5,6 @@ hits, spans), ``artefacts`` (every manifest's writer and reader), ``models`` (mo
 :class:`~corefsearch.base.models.EncoderWithHead` that every model kind builds on), ``model_card``
 (renders a model folder's README), ``onnx_backend`` and ``precision`` (runtimes of the forward
 passes), ``faiss_gpu``, ``nlp`` (spaCy, loaded once), ``segmentation`` and ``windows`` (text units),
-``progress`` and ``memory`` (long runs). ``corefsearch.io`` and ``corefsearch.training`` are the
-floor's other two packages.
+``progress`` and ``memory`` (long runs), ``counts`` (a count and its noun, singular or plural).
+``corefsearch.io`` and ``corefsearch.training`` are the floor's other two packages.
 """

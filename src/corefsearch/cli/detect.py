@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from corefsearch.base.counts import counted
 from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.options import (
     PrecisionOption,
@@ -59,7 +60,7 @@ def detect_command(
     with precision_scope(precision, backend=backend, ray=ray_given):
         summary = detect_dataset(dataset, model, batch_size=batch_size, device=device, backend=backend, types=types,
                                  overwrite=overwrite, log=log_line, detection=detection)
-    found = ", ".join(f"{n:,} {kind}" for kind, n in summary.mentions.items())
-    console.print(f"Detected {found} mention(s) in {summary.passages:,} passages ({summary.passages_without:,} with "
+    found = ", ".join(counted(n, f"{kind} mention") for kind, n in summary.mentions.items()) or "no mentions"
+    console.print(f"Detected {found} in {counted(summary.passages, 'passage')} ({summary.passages_without:,} with "
                   f"none) in {summary.seconds:.1f} s ({summary.passages_per_second:,.0f} passages/s); wrote "
                   f"{summary.out}.", highlight=False, markup=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.counts import counted
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -26,12 +28,13 @@ def print_build_summary(summary: BuildSummary, console: Console) -> None:
     for split, counts in summary.splits.items():
         table.add_row(split, f"{counts.clusters:,}", f"{counts.queries:,}", f"{counts.relevant_pairs:,}")
     console.print(table)
-    console.print(f"{summary.documents:,} documents, {summary.passages:,} passages "
-                  f"({summary.distractor_passages:,} distractors), {summary.mentions:,} mentions in "
-                  f"{summary.clusters:,} clusters. Queries come from the clusters whose mentions lie in "
+    console.print(f"{counted(summary.documents, 'document')}, {counted(summary.passages, 'passage')} "
+                  f"({counted(summary.distractor_passages, 'distractor')}), {counted(summary.mentions, 'mention')} "
+                  f"in {counted(summary.clusters, 'cluster')}. Queries come from the clusters whose mentions lie in "
                   "at least two passages.", highlight=False)
     if summary.mentions_dropped:
-        console.print(f"{summary.mentions_dropped:,} mentions crossed a passage boundary and were left out.")
+        console.print(f"{counted(summary.mentions_dropped, 'mention')} crossed a passage boundary and "
+                      f"{'was' if summary.mentions_dropped == 1 else 'were'} left out.")
 
 
 def print_statistics_check(rows: list[tuple[str, str, int, int | None]], folder: Path, console: Console) -> None:
@@ -49,8 +52,9 @@ def print_statistics_check(rows: list[tuple[str, str, int, int | None]], folder:
         table.add_row(split, quantity, f"{read:,}", "—" if published is None else f"{published:,}", mark)
     console.print(table)
     differing = sum(1 for *_, read, published in rows if published is not None and read != published)
-    console.print(f"{len(rows) - differing} of {len(rows)} counts as the corpus's statistics file gives them"
-                  + (f"; {differing} differ" if differing else ""), highlight=False)
+    console.print(f"{len(rows) - differing} of {counted(len(rows), 'count')} as the corpus's statistics file gives "
+                  "them" + (f"; {differing} {'differs' if differing == 1 else 'differ'}" if differing else ""),
+                  highlight=False)
 
 
 def print_index_summary(summary: IndexSummary | DenseIndexSummary, console: Console) -> None:
@@ -65,25 +69,26 @@ def _print_index_lines(summary: IndexSummary | DenseIndexSummary, console: Conso
     from corefsearch.dense.indexing import DenseIndexSummary
 
     if not isinstance(summary, DenseIndexSummary):
-        console.print(f"Indexed {summary.passages:,} passages into {summary.path} in {summary.seconds:.1f} s "
+        console.print(f"Indexed {counted(summary.passages, 'passage')} into {summary.path} in {summary.seconds:.1f} s "
                       f"({summary.passages_per_second:,.0f} passages/s)", markup=False)
         return
     if summary.merged_shards is not None:
-        console.print(f"Merged {summary.merged_shards} shards ({summary.passages:,} passages, "
+        console.print(f"Merged {counted(summary.merged_shards, 'shard')} ({counted(summary.passages, 'passage')}, "
                       f"{summary.dimension}-d) into {summary.path} ({summary.faiss_type}) in {summary.seconds:.1f} s",
                       markup=False)
         return
     resumed = f"; {summary.resumed:,} taken from an interrupted run" if summary.resumed else ""
     speed = f" ({summary.passages_per_second:,.1f} passages/s)" if summary.encoded else ""
-    console.print(f"Encoded {summary.encoded:,} passages in {summary.encode_seconds:.1f} s{speed}{resumed}",
+    console.print(f"Encoded {counted(summary.encoded, 'passage')} in {summary.encode_seconds:.1f} s{speed}{resumed}",
                   markup=False)
     if summary.shard is None:
-        console.print(f"Wrote {summary.path} ({summary.faiss_type}, {summary.passages:,} passages, "
+        console.print(f"Wrote {summary.path} ({summary.faiss_type}, {counted(summary.passages, 'passage')}, "
                       f"{summary.dimension}-d) in {summary.seconds:.1f} s", markup=False)
         return
     index, count = summary.shard
-    console.print(f"Wrote shard {index}/{count} ({summary.passages:,} passages) to {summary.path}; "
-                  f"{summary.shards_present} of {count} shards are complete", markup=False)
+    console.print(f"Wrote shard {index}/{count} ({counted(summary.passages, 'passage')}) to {summary.path}; "
+                  f"{summary.shards_present} of {counted(count, 'shard')} {'is' if count == 1 else 'are'} complete",
+                  markup=False)
     if summary.shards_present == count:
         console.print(f"All shards are there: build the index with `corefsearch index DATASET --dense "
                       f"--out {summary.path.parent.parent} --merge-shards {count} [--faiss flat|hnsw|ivfpq]`",
@@ -141,9 +146,10 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
         found = sum(1 for hit in result.hits if hit.relevant)
         console.print(Text(f"Query {query.id} ({result.split} split, cluster {query.cluster_id}, passage "
                            f"{query.passage_id}): ") + marked_text(query.text, [], [(query.start, query.end)]))
-        console.print(Text(f"{found} of the {len(result.hits)} hits are relevant ({RELEVANT_MARK}); the qrels hold "
-                           f"{result.relevant_total} relevant passages. {GOLD_OPEN}…{GOLD_CLOSE}: the mentions of "
-                           "the query's cluster."))
+        console.print(Text(f"{found} of the {counted(len(result.hits), 'hit')} {'is' if found == 1 else 'are'} "
+                           f"relevant ({RELEVANT_MARK}); the qrels hold "
+                           f"{counted(result.relevant_total, 'relevant passage')}. {GOLD_OPEN}…{GOLD_CLOSE}: the "
+                           "mentions of the query's cluster."))
     if result.query_string is not None:
         console.print(Text(f"BM25 query: {result.query_string}"))
     if result.encoder is not None:
@@ -186,7 +192,7 @@ def print_answer_cluster(cluster: dict[str, Any], console: Console) -> None:
     """``query --cluster``: the query mention's cluster, document by document, then the near misses."""
     from rich.text import Text
 
-    console.print(f"The query mention's cluster: {cluster['size']} mention(s) at τ {cluster['threshold']:g}",
+    console.print(f"The query mention's cluster: {counted(cluster['size'], 'mention')} at τ {cluster['threshold']:g}",
                   markup=False, highlight=False)
     for document in cluster["documents"]:
         console.print(Text(f"  {document['doc_id'] or '(document unknown)'}: {document['title']}", style="bold"))
@@ -206,20 +212,22 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
     stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"
               if summary.stages else "")
     if summary.encoded is not None and summary.encoded < summary.mentions:
-        stages += f"; {summary.encoded:,} distinct encoder inputs (identical copies encoded once)"
-    mentions = f"{summary.mentions:,} mentions"
+        stages += f"; {counted(summary.encoded, 'distinct encoder input')} (identical copies encoded once)"
+    mentions = counted(summary.mentions, "mention")
     if getattr(summary, "mention_kind", "gold") == "predicted":
-        mentions = (f"{summary.mentions:,} predicted mentions (detector {summary.detector or 'unnamed'}, "
+        mentions = (f"{counted(summary.mentions, 'predicted mention')} (detector {summary.detector or 'unnamed'}, "
                     f"--split {summary.split})")
-    console.print(f"Clustered {mentions} into {summary.clusters:,} clusters ({summary.groups:,} "
-                  f"group(s) of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; wrote {wrote}", markup=False)
+    console.print(f"Clustered {mentions} into {counted(summary.clusters, 'cluster')} "
+                  f"({counted(summary.groups, 'group')} of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; "
+                  f"wrote {wrote}", markup=False)
 
 
 def print_add_summary(summary: Any, console: Console) -> None:
-    console.print(f"Added {summary.documents:,} documents ({summary.passages:,} passages, {summary.mentions:,} "
-                  f"mentions) to {summary.dataset}: {summary.total_passages:,} passages now; {summary.new_queries:,} "
-                  f"new queries, {summary.changed_queries:,} queries with new relevant passages, "
-                  f"{summary.new_clusters:,} new clusters ({summary.seconds:.1f} s)", markup=False)
+    console.print(f"Added {counted(summary.documents, 'document')} ({counted(summary.passages, 'passage')}, "
+                  f"{counted(summary.mentions, 'mention')}) to {summary.dataset}: "
+                  f"{counted(summary.total_passages, 'passage')} now; {counted(summary.new_queries, 'new query')}, "
+                  f"{counted(summary.changed_queries, 'query')} with new relevant passages, "
+                  f"{counted(summary.new_clusters, 'new cluster')} ({summary.seconds:.1f} s)", markup=False)
     if summary.predicted_mentions is not None:
         console.print(f"  predicted mentions: +{summary.predicted_mentions:,} (the dataset's detector on the new "
                       "passages)", markup=False)
@@ -241,9 +249,9 @@ def print_export_summary(summary: Any, model_dir: Path, out: Path | None, consol
 
 
 def print_search_summary(summary: Any, console: Console) -> None:
-    console.print(f"Searched {summary.queries:,} queries in {summary.seconds:.1f} s "
-                  f"({summary.queries_per_second:,.0f} queries/s); wrote {summary.rows:,} lines to {summary.out}",
-                  markup=False)
+    console.print(f"Searched {counted(summary.queries, 'query')} in {summary.seconds:.1f} s "
+                  f"({summary.queries_per_second:,.0f} queries/s); wrote {counted(summary.rows, 'line')} to "
+                  f"{summary.out}", markup=False)
 
 
 # --- train retriever | reader | clusterer ----------------------------------------------------------------------
@@ -297,16 +305,18 @@ def print_training_summary(summary: TrainingSummary[Any], console: Console) -> N
     resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
     kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
     if summary.kind == "retriever":
-        trained_on = f"{extras.train_queries:,} queries ({extras.examples_per_epoch:,} examples per epoch)"
+        trained_on = (f"{counted(extras.train_queries, 'query')} "
+                      f"({counted(extras.examples_per_epoch, 'example')} per epoch)")
     elif summary.kind == "reader":
-        trained_on = f"{extras.train_queries:,} queries"
+        trained_on = counted(extras.train_queries, "query")
     elif summary.kind == "detector":
-        trained_on = f"{extras.train_passages:,} annotated passages"
+        trained_on = counted(extras.train_passages, "annotated passage")
     else:
-        trained_on = (f"{extras.train_pairs:,} pairs of {extras.train_mentions:,} mentions" if extras.train_pairs
-                      else f"topic batches of {extras.train_mentions:,} mentions")
+        mentions = counted(extras.train_mentions, "mention")
+        trained_on = (f"{counted(extras.train_pairs, 'pair')} of {mentions}" if extras.train_pairs
+                      else f"topic batches of {mentions}")
         kept += f", τ {extras.threshold:g}" if extras.threshold is not None else ", no τ (no dev clusters)"
-    console.print(Text(f"Trained {summary.total_steps:,} steps{resumed} on {trained_on}{speed}. Kept {kept}; "
+    console.print(Text(f"Trained {counted(summary.total_steps, 'step')}{resumed} on {trained_on}{speed}. Kept {kept}; "
                        f"wrote {summary.out}."))
     if summary.kind == "reader":
         _print_fusion(extras.fusion, extras.fusion_dev, console)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.counts import counted
 from corefsearch.base.errors import InputError
 from corefsearch.base.schema import SPLITS, RecordFields
 from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
@@ -175,12 +176,14 @@ def render_cluster_table(evaluation: ClusterEvaluation, console: Console | None 
     from rich.table import Table
 
     scores = evaluation.scores
-    caption = (f"{scores.key_mentions:,} key mentions in {scores.key_clusters:,} clusters; "
-               f"{scores.response_mentions:,} response mentions in {scores.response_clusters:,} clusters")
+    caption = (f"{counted(scores.key_mentions, 'key mention')} in {counted(scores.key_clusters, 'cluster')}; "
+               f"{counted(scores.response_mentions, 'response mention')} in "
+               f"{counted(scores.response_clusters, 'cluster')}")
     matching = evaluation.matching
     if matching is not None:
         caption += (f"\npredicted mentions (detector {matching.detector or 'not named'}): {matching.matched:,} of "
-                    f"{matching.predicted:,} match a gold mention's span exactly; {matching.gold:,} gold mentions")
+                    f"{matching.predicted:,} match a gold mention's span exactly; "
+                    f"{counted(matching.gold, 'gold mention')}")
     table = Table(title=f"Coreference metrics ×100: {evaluation.name} ({evaluation.split}, "
                         f"{'predicted mentions, ' if matching is not None else ''}"
                         f"singletons {'kept' if evaluation.singletons == 'keep' else 'dropped'})",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.counts import counted
 from corefsearch.base.errors import InputError
 from corefsearch.base.schema import MENTION_TYPES, SPLITS, PredictedMention
 from corefsearch.io.read import read_jsonl
@@ -185,7 +186,7 @@ def render_detection_table(evaluation: DetectionEvaluation, console: Console | N
 
     table = Table(title=f"Mention detection ×100: {evaluation.name}"
                         f"{f' ({evaluation.split})' if evaluation.split else ''}",
-                  caption=f"{evaluation.passages:,} passages annotated in full")
+                  caption=f"{counted(evaluation.passages, 'passage')} annotated in full")
     for column in ("Match", "Type", "P", "R", "F1", "gold", "predicted"):
         table.add_column(column, justify="left" if column in ("Match", "Type") else "right")
     for match, by_type in evaluation.scores.items():
