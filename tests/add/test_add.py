@@ -30,6 +30,8 @@ from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file
 from corefsearch.search import add as add_module
 from corefsearch.search.add import add_documents
+from corefsearch.search.backends import AppendOptions
+from corefsearch.search.backends.dense import DenseBackend
 
 java = pytest.mark.java
 # The dataset-only tests add without --index on purpose (test_add_command_prints_summary checks the warning).
@@ -390,7 +392,7 @@ def test_interrupted_add_leaves_previous_state(tmp_path: Path, news_model: Path,
         def broken(*args: Any, **kwargs: Any) -> int:
             raise RuntimeError("killed while encoding")
 
-        monkeypatch.setattr(add_module, "_stage_dense", broken)
+        monkeypatch.setattr(DenseBackend, "append", broken)
     else:  # the 4th rename (the Lucene index moving in) fails: the dataset, already switched, goes back
         calls = []
         original = add_module._rename
@@ -470,7 +472,7 @@ def test_add_to_ivfpq_keeps_trained_quantiser(tmp_path: Path, news_model: Path) 
         handle.writelines(json.dumps({"id": f"new-{i}", "text": t}) + "\n" for i, t in enumerate(texts))
     staged = tmp_path / "staged"
     staged.mkdir()
-    assert add_module._stage_dense(tmp_path / "index", passages, n_old, staged, model, 8) == 2
+    assert DenseBackend().append(tmp_path / "index", passages, n_old, staged, model, AppendOptions(batch_size=8)) == 2
 
     grown = faiss.read_index(str(staged / "faiss.index"))
     assert grown.ntotal == n_old + 2 and grown.is_trained

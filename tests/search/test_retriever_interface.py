@@ -206,7 +206,7 @@ def test_open_retrievers_share_their_searchers(both_indexes: Path) -> None:
 
 def test_index_manifests_check_the_dataset(both_indexes: Path, subset_dataset: Path, tmp_path: Path) -> None:
     manifests = IndexManifests.load(both_indexes, ["hybrid"])
-    assert manifests.lucene is not None and manifests.dense is not None
+    assert manifests.get("lucene") is not None and manifests.get("dense") is not None
     manifests.check_dataset(subset_dataset)
     other = tmp_path / "other"
     shutil.copytree(subset_dataset, other)

@@ -63,13 +63,18 @@ def cluster_command(
 ) -> None:
     """Cluster every gold (or predicted) mention of a split into coreference clusters (baselines: lemma,
     singletons; or a trained mention encoder)."""
-    from corefsearch.search.pipeline import cluster_dataset
+    from corefsearch.cluster.run import cluster_dataset
 
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
+    encoding = None
+    if ray_given is not None:  # the mentions of --method encoder encoded on a Ray cluster, to the same vectors
+        from corefsearch.distributed.mention_encoding import RayMentionEncoding
+
+        encoding = RayMentionEncoding(ray_given)
     with precision_scope(precision, ray=ray_given):
         summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
                                   topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
-                                  batch_size=batch_size, device=device, lemma_weight=lemma_weight, ray=ray_given,
+                                  batch_size=batch_size, device=device, lemma_weight=lemma_weight, encoding=encoding,
                                   mentions=mentions)
     print_cluster_summary(summary, scope, console)
 

@@ -58,7 +58,9 @@ def index_command(
 ) -> None:
     """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
     from corefsearch.cli.report import print_index_summary
-    from corefsearch.search.pipeline import DenseIndexOptions, index_dataset
+    from corefsearch.search.backends.dense import DenseIndexOptions
+    from corefsearch.search.backends.lucene import LuceneIndexOptions
+    from corefsearch.search.pipeline import index_dataset
 
     dense_options = None
     if dense:
@@ -71,7 +73,8 @@ def index_command(
         raise CorefSearchError("--encoder, --shard, --merge-shards, --backend and --ray build the dense index: "
                                "add --dense")
     with precision_scope(precision, backend=backend, ray=dense_options.ray if dense_options else None):
-        summary = index_dataset(dataset, out, dense_options, threads=threads, overwrite=overwrite, fields=fields)
+        summary = index_dataset(dataset, out, "dense", dense_options, overwrite) if dense_options is not None \
+            else index_dataset(dataset, out, "lucene", LuceneIndexOptions(threads, fields), overwrite)
     print_index_summary(summary, console)
 
 

@@ -82,6 +82,13 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``encoding``: where the mentions are
     encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors."""
     started = time.perf_counter()
+    if mentions == "gold" and (Path(dataset) / "manifest.json").is_file():
+        # Gold mentions: a dataset of plain documents has none (one line saying what to run instead).
+        from corefsearch.datasets.dataset import Dataset
+
+        Dataset(dataset).require_gold("cluster", f"find mentions with `corefsearch detect {dataset} --model "
+                                                 f"heuristic`, then cluster them with `corefsearch cluster {dataset} "
+                                                 "--mentions predicted`")
     if method not in ALL_METHODS:
         raise InputError(f"--method must be one of {', '.join(ALL_METHODS)}, got {method!r}")
     if mentions not in MENTION_KINDS:

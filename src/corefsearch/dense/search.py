@@ -112,6 +112,9 @@ class DenseSearcher:
         """What a run's metadata records about the retriever."""
         return {"retriever": self.name, "options": None, "dense": describe(self)}
 
+    def warm(self) -> None:
+        """Nothing to open: the encoder and the FAISS index are loaded with the searcher."""
+
     def contains(self, passage_ids: Sequence[str]) -> set[str]:
         """Those of ``passage_ids`` that are in the index."""
         if not hasattr(self, "_id_set"):

@@ -36,8 +36,7 @@ class ReaderOptions:
     fusion: str | None = None
 
     def validate(self) -> None:
-        if self.rerank_k < 1:
-            raise InputError(f"--rerank-k must be at least 1, got {self.rerank_k}")
+        check_rerank_k(self.rerank_k, minimum=1, option="--rerank-k")
         if self.batch_queries < 1:
             raise InputError(f"--rerank-batch-queries must be at least 1, got {self.batch_queries}")
         from corefsearch.base.models import check_device
@@ -73,6 +72,20 @@ class ReaderOptions:
         if self.fusion is not None:
             return self.fusion, False
         return config.fusion, True
+
+
+def check_rerank_k(rerank_k: object, *, has_reader: bool = True, minimum: int = 0, limit: int | None = None,
+                   option: str = "rerank_k") -> None:
+    """The one check of how many retrieved passages the reader re-ranks: a whole number of at least
+    ``minimum`` (0: no re-ranking), more than 0 only with a reader, at most ``limit`` (a server's)."""
+    if isinstance(rerank_k, bool) or not isinstance(rerank_k, int) or rerank_k < minimum:
+        raise InputError(f"{option} must be at least {minimum}, got {rerank_k!r}" if minimum else
+                         f"{option} must be a whole number, 0 for no re-ranking, got {rerank_k!r}")
+    if rerank_k and not has_reader:
+        raise InputError("re-ranking needs a reader: open the engine with one (--reader MODEL_DIR), or ask with "
+                         "rerank_k 0")
+    if limit is not None and rerank_k > limit:
+        raise InputError(f"{option}: must be between 0 and {limit} (this server's limit), got {rerank_k}")
 
 
 def rerank_hits(reader: Any, query: Query, hits: list[Any], texts: dict[str, dict[str, Any]],

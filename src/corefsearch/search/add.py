@@ -56,12 +56,13 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.base.artefacts import now, write_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.progress import track
-from corefsearch.base.schema import Passage, safe_id
+from corefsearch.base.schema import safe_id
 from corefsearch.datasets.dataset import Dataset, iter_passages
 from corefsearch.io.outputs import check_no_overlap, output_locks
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_qrels
 from corefsearch.io.write import sha256_file
+from corefsearch.search.backends import BACKENDS, AppendOptions, IndexBackend, backends_in
 
 if TYPE_CHECKING:
     from corefsearch.datasets.build import BuildOptions, DatasetWriter
@@ -278,119 +279,6 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
     return old_count
 
 
-def _new_passages(path: Path, old_count: int) -> Iterator[Passage]:
-    return islice(iter_passages(path), old_count, None)
-
-
-# --- Lucene -----------------------------------------------------------------------------------
-
-
-def _link_tree(source: Path, target: Path) -> None:
-    """Copy the folder ``source`` into the existing ``target`` as hard links (Lucene writes every
-    file once and never changes it, so the copy may share them); ``write.lock`` and the manifest
-    are left out. A plain copy where the file system has no hard links."""
-    for entry in source.iterdir():
-        if entry.name in ("write.lock", "manifest.json"):
-            continue
-        destination = target / entry.name
-        if entry.is_dir():
-            destination.mkdir()
-            _link_tree(entry, destination)
-            continue
-        try:
-            os.link(entry, destination)
-        except OSError:
-            shutil.copy2(entry, destination)
-
-
-def _stage_lucene(index: Path, passages_path: Path, old_count: int, staged: Path, threads: int) -> int:
-    """Append the new passages to a hard-linked copy of ``index/lucene`` in ``staged``; return how many."""
-    from corefsearch.sparse import index as lucene
-
-    manifest = lucene.load_lucene_manifest(index)
-    _link_tree(index / lucene.LUCENE_DIR, staged)
-    # The indexing of build_lucene_index, in Anserini's append mode.
-    main_dir, fields_dir = staged / "index", staged / lucene.FIELDS_DIR
-    with_fields = bool(manifest.get("options", {}).get("fields")) or (fields_dir.exists())
-    stats = lucene.FieldStats()
-    count = lucene.index_passages(_new_passages(passages_path, old_count), main_dir,
-                                  fields_dir if with_fields else None, threads=threads, append=True,
-                                  where=str(passages_path), stats=stats)
-    total = int(manifest.get("passages", 0)) + count
-    manifest.update({"passages_sha256": sha256_file(passages_path), "passages": total, "updated": now(),
-                     "additions": [*manifest.get("additions", []), {"passages": count, "added": now()}]})
-    if with_fields and "document_field" in manifest:
-        manifest["document_field"]["truncated_passages"] += stats.truncated_passages
-        manifest["document_field"]["truncated_documents"] += stats.truncated_documents
-    write_manifest(staged / "manifest.json", manifest)
-    return count
-
-
-# --- dense ------------------------------------------------------------------------------------
-
-
-def _dense_model(index: Path, encoder: str | BiEncoder | None, device: str) -> BiEncoder:
-    """The encoder the dense index was built with (or ``encoder``, if it encodes passages the same way)."""
-    from corefsearch.dense.store import load_dense_manifest, load_encoder
-
-    recorded = load_dense_manifest(index)["encoder"]
-    model = load_encoder(encoder if encoder is not None else recorded["reference"], device)
-    if model.passage_fingerprint() != recorded["passage_fingerprint"]:
-        raise InputError(f"the dense index {index} was built with encoder {recorded['reference']}, which encodes "
-                         "passages differently from the one given; add with --encoder "
-                         f"{recorded['reference']} (or leave --encoder out)")
-    return model
-
-
-def _stage_dense(index: Path, passages_path: Path, old_count: int, staged: Path, model: BiEncoder,
-                 batch_size: int) -> int:
-    """Encode the new passages, add them to a copy of ``index/dense``'s FAISS index in ``staged``."""
-    import numpy as np
-
-    from corefsearch.dense import faiss_index
-    from corefsearch.dense import store as dense
-    from corefsearch.dense.chunks import CHUNK_SIZE, encode_chunk, link_pyserini_names
-
-    folder = index / dense.DENSE_DIR
-    manifest = dense.load_dense_manifest(index)
-    faiss = faiss_index.read_index(folder / dense.FAISS_FILE)
-    with (folder / dense.IDS_FILE).open(encoding="utf-8") as handle:
-        old_ids = sum(1 for _ in handle)
-    if not faiss.ntotal == old_ids == int(manifest["passages"]) == old_count:
-        raise InputError(f"{folder} is inconsistent ({faiss.ntotal} vectors, {old_ids} ids, {manifest['passages']} "
-                         f"passages in its manifest, {old_count} in the dataset); rebuild it with "
-                         f"`corefsearch index DATASET --dense --encoder MODEL --out {index} --overwrite`")
-    parameters = manifest["faiss"]
-    if parameters.get("type") == "hnsw":
-        import faiss as faiss_module
-
-        faiss_module.downcast_index(faiss).hnsw.efConstruction = int(parameters["efConstruction"])
-    shutil.copyfile(folder / dense.IDS_FILE, staged / dense.IDS_FILE)
-    timer = [0.0]
-    count = 0
-    with (staged / dense.IDS_FILE).open("a", encoding="utf-8") as ids_handle:
-        passages = _new_passages(passages_path, old_count)
-        # The chunks of build_dense_index: only one chunk's texts and vectors in memory.
-        while chunk := list(islice(passages, CHUNK_SIZE)):
-            vectors = None
-            for item in encode_chunk(model, [p.title for p in chunk], [p.text for p in chunk], batch_size, timer):
-                if not isinstance(item, int):
-                    vectors = item
-            assert vectors is not None
-            faiss.add(np.ascontiguousarray(vectors, dtype=np.float32))  # IVF-PQ: its trained quantiser
-            ids_handle.writelines(f"{p.id}\n" for p in chunk)
-            count += len(chunk)
-    faiss_index.write_index(faiss, staged / dense.FAISS_FILE)
-    link_pyserini_names(staged)
-    addition: dict[str, Any] = {"passages": count, "added": now(), "encode_seconds": round(timer[0], 3)}
-    if parameters.get("type") == "ivfpq":
-        addition["note"] = "added with the quantiser trained at build time (not retrained)"
-    manifest.update({"passages_sha256": sha256_file(passages_path), "passages": old_count + count,
-                     "updated": now(), "additions": [*manifest.get("additions", []), addition]})
-    write_manifest(staged / dense.MANIFEST, manifest)
-    return count
-
-
 # --- the command ------------------------------------------------------------------------------
 
 
@@ -400,8 +288,6 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
     """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
     ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
     from corefsearch.datasets.dataset import check_built_from
-    from corefsearch.dense.store import DENSE_DIR
-    from corefsearch.sparse.index import LUCENE_DIR
 
     started = time.perf_counter()
     dataset_dir, corpus = Path(dataset_dir), Path(corpus)
@@ -414,35 +300,25 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
     _build_options(dataset)  # a dataset add cannot grow fails before anything is read
 
     targets: list[tuple[Path, str]] = [(dataset_dir, "DATASET")]
-    plan: list[tuple[Path, str]] = []  # (index, "lucene" | "dense")
-    models: dict[Path, BiEncoder] = {}
+    plan: list[tuple[Path, IndexBackend]] = []
+    appending = AppendOptions(encoder, device, batch_size, threads)
     for index in map(Path, dict.fromkeys(indexes)):
-        kinds = [kind for kind, name in (("lucene", LUCENE_DIR), ("dense", DENSE_DIR)) if (index / name).is_dir()]
-        if not kinds:
-            raise MissingArtefactError(f"--index {index}: holds no Lucene or dense index (no {index / LUCENE_DIR} "
-                                       f"or {index / DENSE_DIR}); build one with `corefsearch index`")
-        for kind in kinds:
-            if kind == "lucene":
-                from corefsearch.sparse.index import load_lucene_manifest
-
-                sha = load_lucene_manifest(index).get("passages_sha256")
-                rebuild = f"corefsearch index {dataset_dir} --out {index} --overwrite"
-            else:
-                from corefsearch.dense.store import load_dense_manifest
-
-                manifest = load_dense_manifest(index)
-                sha = manifest.get("passages_sha256")
-                rebuild = (f"corefsearch index {dataset_dir} --dense --encoder {manifest['encoder']['reference']} "
-                           f"--out {index} --overwrite")
-            check_built_from(dataset_dir, sha, f"the {kind} index {index}", rebuild)
-            plan.append((index, kind))
-            targets.append((index / (LUCENE_DIR if kind == "lucene" else DENSE_DIR), "--index"))
+        found = list(backends_in(index))
+        if not found:
+            folders = " or ".join(str(index / name) for name in BACKENDS)
+            raise MissingArtefactError(f"--index {index}: holds no Lucene or dense index (no {folders}); build one "
+                                       "with `corefsearch index`")
+        for backend in found:
+            manifest = backend.load_manifest(index)
+            check_built_from(dataset_dir, manifest.get("passages_sha256"), f"the {backend.name} index {index}",
+                             backend.rebuild_command(dataset_dir, index, manifest))
+            plan.append((index, backend))
+            targets.append((index / backend.name, "--index"))
     # Each output is replaced whole: none may hold or lie in another one, or in the corpus.
     for target, option in targets[1:]:
         check_no_overlap(target, option, {"DATASET": dataset_dir, "--corpus": corpus})
-    for index, kind in plan:
-        if kind == "dense":  # loaded and checked before any work
-            models[index] = _dense_model(index, encoder, device)
+    # What each backend needs loaded and checked (the dense encoder) before any work.
+    prepared = {(index, backend.name): backend.prepare_append(index, appending) for index, backend in plan}
     from corefsearch.detect.run import append_predicted, dataset_detector
 
     detection = dataset_detector(dataset, device)  # the detector of its predicted mentions, if it has some
@@ -465,14 +341,12 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
         passages_path = dataset_stage / "passages.jsonl"
         if detection is not None:
             summary.predicted_mentions = append_predicted(*detection, dataset_dir, dataset_stage,
-                                                          _new_passages(passages_path, old_count), batch_size)
-        for index, kind in plan:
-            if kind == "lucene":
-                added = _stage_lucene(index, passages_path, old_count, stage(index / LUCENE_DIR), threads)
-            else:
-                added = _stage_dense(index, passages_path, old_count, stage(index / DENSE_DIR), models[index],
-                                     batch_size)
-            summary.indexes.append(f"{index / kind} (+{added:,})")
+                                                          islice(iter_passages(passages_path), old_count, None),
+                                                          batch_size)
+        for index, backend in plan:
+            added = backend.append(index, passages_path, old_count, stage(index / backend.name),
+                                   prepared[(index, backend.name)], appending)
+            summary.indexes.append(f"{index / backend.name} (+{added:,})")
         _switch(staged)
     summary.seconds = time.perf_counter() - started
     return summary

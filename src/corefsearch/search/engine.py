@@ -30,8 +30,9 @@ from corefsearch.base.artefacts import versions
 from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.base.schema import Query
 from corefsearch.datasets.passages import PassageFile
-from corefsearch.reader.rerank import ReaderOptions, rerank_hits
+from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.search.expansion import ExpansionOptions
+from corefsearch.search.flow import QueryFlow, check_flow
 from corefsearch.search.retriever import (
     RETRIEVERS,
     IndexManifests,
@@ -260,9 +261,7 @@ class SearchEngine:
         started = time.perf_counter()
         opened = open_retrievers(index, options, retrieval, names, manifests)
         for retriever in dict.fromkeys(opened.values()):
-            warm = getattr(retriever, "warm", None)
-            if warm is not None:
-                warm()
+            retriever.warm()
         load_seconds["retrievers"] = time.perf_counter() - started
         if any(uses_bm25(name) for name in names):
             started = time.perf_counter()
@@ -313,23 +312,13 @@ class SearchEngine:
         ``DatasetQuery`` when it is a query of the dataset)."""
         from corefsearch.sparse.formulation import QUERY_FORMATS
 
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
         if query_format is not None and query_format not in QUERY_FORMATS:
             raise InputError(f"--query-format must be one of {', '.join(QUERY_FORMATS)}, got {query_format!r}")
         if rerank_k is None:
             rerank_k = self.reader.rerank_k if self.reader is not None else 0
-        if isinstance(rerank_k, bool) or not isinstance(rerank_k, int) or rerank_k < 0:
-            raise InputError(f"rerank_k must be a whole number, 0 for no re-ranking, got {rerank_k!r}")
-        if rerank_k and self.loaded_reader is None:
-            raise InputError("re-ranking needs a reader: open the engine with one (--reader MODEL_DIR), or ask "
-                             "with rerank_k 0")
         rounds = self.expansion.rounds if rounds is None else rounds
-        if isinstance(rounds, bool) or rounds not in (1, 2):
-            raise InputError(f"rounds must be 1 or 2, got {rounds!r}")
-        if cluster and self.mention_encoder is None:
-            raise InputError("a cluster answer clusters the mentions found with a mention encoder: open the engine "
-                             "with --mention-encoder DIR (from `corefsearch train clusterer`)")
+        check_flow(k, rerank_k, rounds, has_reader=self.loaded_reader is not None, expansion=self.expansion,
+                   has_mention_encoder=self.mention_encoder is not None, cluster=cluster)
         with self._lock:
             searcher = self.retriever(retriever)
             name = searcher.name
@@ -339,24 +328,18 @@ class SearchEngine:
                 from corefsearch.sparse.search import warn_long_queries
 
                 warn_long_queries([query_string], ["--context"])
-            depth = max(k, rerank_k)
-            if rounds == 2:
-                depth = self.expansion.first_depth(depth, rerank_k > 0 and self.reader is not None)
-            if query_string is not None:
-                hits = searcher.search_one(query, depth, query_string=query_string)  # type: ignore[call-arg]
-            else:
-                hits = searcher.search_one(query, depth)
-            spans: dict[str, tuple[int, int]] = {}
-            rerank_fusion = None
-            if rerank_k and self.reader is not None:
-                texts = {hit.passage_id: searcher.passage(hit.passage_id) for hit in hits[:rerank_k]}
-                rerank_fusion = self.reader.fusion_for(self.loaded_reader.config)[0]
-                hits, read = rerank_hits(self.loaded_reader, query, hits, texts, rerank_k, rerank_fusion)
-                spans = {r.passage_id: (r.start, r.end) for r in read}
+            flow = QueryFlow(searcher, self.reader, self.loaded_reader, expansion=self.expansion,
+                             expander=self._expansion_engine)
+            answered = flow.answer(query, k, rerank_k, rounds, query_string)
+            hits, spans = answered.hits, answered.spans
+            rerank_fusion = flow.fusion()[0] if rerank_k else None
             expansion = None
-            if rounds == 2:
-                hits, expansion = self._second_round(searcher, query, hits, spans, depth)
-            hits = hits[:k]
+            if answered.expansions is not None:
+                source = self.expansion.source_for(rerank_k > 0)
+                options = replace(self.expansion, rounds=2, source=source)
+                expansion = {**options.describe(source == "reader"), "queries": [
+                    {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
+                    for x in answered.expansions]}
             results = []
             if query_string is not None:
                 from corefsearch.sparse.highlight import matched_spans
@@ -375,10 +358,10 @@ class SearchEngine:
                     hit.relevant = hit.passage_id in found.relevant
                     hit.gold_mentions = gold.get(hit.passage_id, [])
             cluster_record = self._cluster(query, results, spans) if cluster else None
-            dense = getattr(searcher, "dense", searcher if name == "dense" else None)
-            encoder = dense.manifest["encoder"]["reference"] if dense is not None else None
+            described = searcher.describe()
+            encoder = described["dense"]["encoder"] if described.get("dense") else None
             return AdhocResult(query, query_string, occurrences, results, retriever=name, encoder=encoder,
-                               fusion=searcher.fusion.method if name == "hybrid" else None,  # type: ignore[attr-defined]
+                               fusion=described["fusion"]["method"] if described.get("fusion") else None,
                                reader=str(self.reader.model) if rerank_k and self.reader is not None else None,
                                rerank_fusion=rerank_fusion, split=found.split if found is not None else None,
                                relevant_total=len(found.relevant) if found is not None else None,
@@ -388,7 +371,7 @@ class SearchEngine:
 
     def _dataset_dir(self) -> Path:
         """The dataset the index was built from (or the engine's ``--dataset``)."""
-        manifest = getattr(self.retriever(), "manifest", {})
+        manifest = self.retriever().manifest
         return self.dataset if self.dataset is not None else Path(manifest.get("dataset", ""))
 
     def _expansion_engine(self) -> Any:
@@ -401,26 +384,6 @@ class SearchEngine:
 
             self._expander = EncoderExpansion(self.mention_encoder, self._dataset_dir())
         return self._expander
-
-    def _second_round(self, searcher: Retriever, query: Query, hits: list[Any], spans: dict[str, tuple[int, int]],
-                      depth: int) -> tuple[list[Any], dict[str, Any]]:
-        from corefsearch.search.expansion import from_spans, second_round
-
-        source = self.expansion.source or ("reader" if spans else "encoder")
-        options = replace(self.expansion, rounds=2, source=source)
-        n = options.expand
-        if source == "reader":
-            if not spans:
-                raise InputError("a second round from the reader's spans needs re-ranking (rerank_k > 0)")
-            texts = {pid: searcher.passage(pid)["text"] for pid in spans}
-            expansions = from_spans(query, hits, spans, texts, n)
-        else:
-            expansions = self._expansion_engine().expansions([(query, hits)], n, options.min_similarity,
-                                                             options.margin)[query.id]
-        fused = second_round(searcher, [(query, hits)], {query.id: expansions}, options, depth)[0][1]
-        record = {**options.describe(source == "reader"), "queries": [
-            {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end} for x in expansions]}
-        return fused, record
 
     def _document_context(self, passage_id: str) -> tuple[str | None, str]:
         """A passage's document id and its first two passages (what the mention encoder reads as context)."""
@@ -463,7 +426,7 @@ class SearchEngine:
     def _document_file(self) -> PassageFile:
         if self._documents is None:
             retriever = self.retriever()
-            manifest = getattr(retriever, "manifest", {})
+            manifest = retriever.manifest
             dataset = self.dataset if self.dataset is not None else Path(manifest.get("dataset", ""))
             path = dataset / "passages.jsonl"
             self._documents = PassageFile(
@@ -497,11 +460,8 @@ class SearchEngine:
         the versions of corefsearch and the libraries it runs on."""
         encoder = None
         for retriever in self._opened.values():
-            dense = getattr(retriever, "dense", retriever if retriever.name == "dense" else None)
-            if dense is not None:
-                from corefsearch.dense.search import describe
-
-                encoder = describe(dense)
+            encoder = retriever.describe().get("dense")
+            if encoder is not None:
                 break
         reader = None
         if self.reader is not None and self.loaded_reader is not None:
@@ -521,5 +481,5 @@ class SearchEngine:
                 "expansion": {"rounds": self.expansion.rounds, "expand": self.expansion.expand,
                               "weight": self.expansion.weight, "source": self.expansion.source},
                 "dataset": str(self.dataset.resolve()) if self.dataset is not None else None,
-                "passages_sha256": getattr(self.retriever(), "passages_sha256", None),
+                "passages_sha256": self.retriever().passages_sha256,
                 "load_seconds": dict(self.load_seconds), "versions": versions(*VERSIONED, python=True)}

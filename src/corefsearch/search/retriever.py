@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.schema import Hit, Query
 from corefsearch.fusion import FusionOptions
+from corefsearch.search.backends import BACKENDS, backends_of, compose
+from corefsearch.search.backends import RETRIEVERS as RETRIEVER_BACKENDS
 
 if TYPE_CHECKING:
     from corefsearch.sparse.search import BM25Options
 
-RETRIEVERS = ("bm25", "dense", "hybrid")
+RETRIEVERS = tuple(RETRIEVER_BACKENDS)  # bm25, dense, hybrid
 
 
 @dataclass
@@ -72,11 +74,13 @@ def check_retriever_name(name: str) -> None:
 
 
 def uses_bm25(name: str) -> bool:
-    return name in ("bm25", "hybrid")
+    """Whether the retriever ``name`` searches the Lucene index (its queries are BM25 strings)."""
+    return "lucene" in RETRIEVER_BACKENDS[name]
 
 
 def uses_dense(name: str) -> bool:
-    return name in ("dense", "hybrid")
+    """Whether the retriever ``name`` encodes its queries (a device and a runtime to check)."""
+    return "dense" in RETRIEVER_BACKENDS[name]
 
 
 @runtime_checkable
@@ -99,38 +103,46 @@ class Retriever(Protocol):
 
     def describe(self) -> dict[str, Any]: ...  # what RUN.meta.json records about the retriever
 
+    @property
+    def manifest(self) -> dict[str, Any]: ...  # its index's manifest (a composed one: the first backend's)
+
+    @property
+    def passages_sha256(self) -> str | None: ...  # of the passages it was built from
+
+    def contains(self, passage_ids: Sequence[str]) -> set[str]: ...  # those of the ids it holds
+
+    def warm(self) -> None: ...  # open now what it would open at the first query
+
 
 # --- the index manifests, read and checked once --------------------------------------------------
 
 
 @dataclass
 class IndexManifests:
-    """The manifests of ``INDEX/lucene`` and ``INDEX/dense`` that a set of retrievers needs, read once."""
+    """The manifests of the index backends a set of retrievers needs (``INDEX/lucene``, ``INDEX/dense``),
+    read once, by backend name."""
 
     index: Path
-    lucene: dict[str, Any] | None = None
-    dense: dict[str, Any] | None = None
+    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get(self, backend: str) -> dict[str, Any] | None:
+        return self.manifests.get(backend)
 
     @classmethod
     def load(cls, index: Path, names: Sequence[str]) -> IndexManifests:
         """Fail before any work when an index one of the retrievers ``names`` needs is missing (and
-        say what to run); a hybrid retriever names both indexes it needs."""
-        from corefsearch.dense.store import load_dense_manifest
-        from corefsearch.sparse.index import load_lucene_manifest
-
+        say what to run); a composed retriever (``hybrid``) names every index it needs."""
         manifests = cls(Path(index))
         for name in names:
-            needed = [("lucene", load_lucene_manifest, uses_bm25(name)), ("dense", load_dense_manifest,
-                                                                            uses_dense(name))]
-            for kind, load, wanted in needed:
-                if not wanted or getattr(manifests, kind) is not None:
+            for backend in backends_of(name):
+                if backend.name in manifests.manifests:
                     continue
                 try:
-                    setattr(manifests, kind, load(index))
+                    manifests.manifests[backend.name] = backend.load_manifest(index)
                 except MissingArtefactError as err:
-                    if name != "hybrid":
+                    if len(RETRIEVER_BACKENDS[name]) == 1:
                         raise
-                    raise MissingArtefactError(f"--retriever hybrid needs a Lucene and a dense index in {index}: "
+                    raise MissingArtefactError(f"--retriever {name} needs a Lucene and a dense index in {index}: "
                                                f"{err}") from None
         return manifests
 
@@ -139,57 +151,36 @@ class IndexManifests:
         and query passages are the dataset's: the index must hold the same)."""
         from corefsearch.datasets.dataset import check_built_from
 
-        if self.lucene is not None:
-            check_built_from(dataset_dir, self.lucene.get("passages_sha256"), f"the index {self.index}",
-                             f"corefsearch index {dataset_dir} --out {self.index} --overwrite")
-        if self.dense is not None:
-            check_built_from(dataset_dir, self.dense.get("passages_sha256"), f"the dense index {self.index}",
-                             f"corefsearch index {dataset_dir} --dense --encoder "
-                             f"{self.dense['encoder']['reference']} --out {self.index} --overwrite")
-
-
-# --- passage texts where no Lucene index stores them ---------------------------------------------
-
-
-class _LucenePassages:
-    """The stored passages of the Lucene index beside a dense one (the JVM started at the first lookup)."""
-
-    def __init__(self, index: Path, manifest: dict[str, Any]) -> None:
-        self.index = index
-        self.manifest = manifest
-        self._searcher: Any = None
-
-    def passage(self, passage_id: str) -> dict[str, Any]:
-        if self._searcher is None:
-            from corefsearch.sparse.search import BM25Searcher
-
-            self._searcher = BM25Searcher(self.index, manifest=self.manifest)
-        return self._searcher.passage(passage_id)  # type: ignore[no-any-return]
-
-
-def _dense_passages(index: Path, dense_manifest: dict[str, Any], lucene_manifest: dict[str, Any] | None,
-                    bm25: Any) -> Any:
-    """Where a dense retriever's passage texts come from: the Lucene index beside it when that
-    holds the same passages (it stores them), else the dataset's passages file (``None``)."""
-    from corefsearch.sparse.index import LUCENE_DIR, load_lucene_manifest
-
-    if lucene_manifest is None and (Path(index) / LUCENE_DIR / "manifest.json").exists():
-        lucene_manifest = load_lucene_manifest(index)
-    if lucene_manifest is None or lucene_manifest.get("passages_sha256") != dense_manifest.get("passages_sha256"):
-        return None
-    return bm25 if bm25 is not None else _LucenePassages(Path(index), lucene_manifest)
+        for name, manifest in self.manifests.items():
+            what = f"the index {self.index}" if name == "lucene" else f"the {name} index {self.index}"
+            check_built_from(dataset_dir, manifest.get("passages_sha256"), what,
+                             BACKENDS[name].rebuild_command(dataset_dir, self.index, manifest))
 
 
 # --- opening ---------------------------------------------------------------------------------------
+
+
+def _passage_store(index: Path, manifests: IndexManifests, searchers: dict[str, Any], sha: str | None) -> Any:
+    """Where a backend that stores no texts reads its passages: a backend beside it that stores them,
+    built from the same passages (opened, or opened when first asked), else the dataset's file (``None``)."""
+    for backend in BACKENDS.values():
+        if not backend.stores_passages:
+            continue
+        manifest = manifests.get(backend.name)
+        if manifest is None and (Path(index) / backend.name / "manifest.json").exists():
+            manifest = backend.load_manifest(index)
+        if manifest is not None and manifest.get("passages_sha256") == sha:
+            return backend.passages(index, manifest, searchers.get(backend.name))
+    return None
 
 
 def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
                     names: Sequence[str] | None = None,
                     manifests: IndexManifests | None = None) -> dict[str, Retriever]:
     """The retrievers ``names`` (default: ``retrieval.retriever``) of ``index``, in that order,
-    sharing one BM25 searcher and one dense searcher (one encoder loaded) among them; the
-    manifests are read once (or taken from ``manifests``)."""
-    from corefsearch.sparse.search import BM25Options, BM25Searcher
+    sharing one searcher per backend among them (one encoder loaded); the manifests are read once (or
+    taken from ``manifests``)."""
+    from corefsearch.sparse.search import BM25Options
 
     options = options or BM25Options()
     retrieval = retrieval or RetrievalOptions()
@@ -198,26 +189,15 @@ def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: 
         replace(retrieval, retriever=name).validate()
     options.validate()
     manifests = manifests or IndexManifests.load(index, names)
-    bm25 = dense = None
-    if any(uses_dense(name) for name in names):
-        from corefsearch.dense.search import DenseSearcher
-
-        assert manifests.dense is not None  # IndexManifests.load read it
-        dense = DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifests.dense,
-                              backend=retrieval.backend, search_parameters=retrieval.search_parameters)
-    if any(uses_bm25(name) for name in names):
-        bm25 = BM25Searcher(index, options, manifest=manifests.lucene)
-    if dense is not None:
-        dense.passages = _dense_passages(index, manifests.dense, manifests.lucene, bm25)  # type: ignore[arg-type]
-    opened: dict[str, Retriever] = {}
-    for name in names:
-        if name == "hybrid":
-            from corefsearch.search.hybrid import HybridSearcher
-
-            opened[name] = HybridSearcher(bm25, dense, retrieval.fusion)  # type: ignore[arg-type]
-        else:
-            opened[name] = bm25 if name == "bm25" else dense  # type: ignore[assignment]
-    return opened
+    needed = [name for name in BACKENDS if any(name in RETRIEVER_BACKENDS[r] for r in names)]
+    # Opened in the registry's reverse order: the dense encoder loads before the JVM starts.
+    searchers = {name: BACKENDS[name].open(index, manifests.get(name), options, retrieval)  # type: ignore[arg-type]
+                 for name in reversed(needed)}
+    for name, searcher in searchers.items():
+        if not BACKENDS[name].stores_passages:
+            BACKENDS[name].use_passages(searcher, _passage_store(index, manifests, searchers,
+                                                                 searcher.passages_sha256))
+    return {name: compose(name, searchers, retrieval) for name in names}
 
 
 def open_retriever(index: Path, options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,

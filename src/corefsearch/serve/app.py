@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from corefsearch import __version__
 from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.io.read import json_type
+from corefsearch.reader.rerank import check_rerank_k
 from corefsearch.serve.judgements import Judge
 from corefsearch.serve.models import (
     ErrorResponse,
@@ -347,8 +348,11 @@ def _check(request: SearchRequest, limits: Limits) -> None:
     if request.offset + request.k > limits.max_k:
         refuse(f"offset + k: {request.offset} + {request.k} is past rank {limits.max_k}, the deepest this server "
                "ranks (its max_k)")
-    if request.rerank_k is not None and not 0 <= request.rerank_k <= limits.max_rerank_k:
-        refuse(f"rerank_k: must be between 0 and {limits.max_rerank_k} (this server's limit), got {request.rerank_k}")
+    if request.rerank_k is not None:
+        try:
+            check_rerank_k(request.rerank_k, limit=limits.max_rerank_k)
+        except InputError as err:
+            refuse(str(err))
     offsets = request.start is not None or request.end is not None
     if request.mention is None and not offsets and request.qid is None:
         refuse("give the mention: `mention` (as written in `context`), or `start` and `end` (its characters in "
