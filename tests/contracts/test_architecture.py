@@ -1,4 +1,4 @@
-"""The layers of the package (README, "Architecture"), checked from its import graph.
+"""The layers of the package (docs/architecture.md), checked from its import graph.
 
 Every ``import`` and ``from … import`` of ``src/corefsearch`` is read with :mod:`ast` (the lazy ones
 inside functions too; only those under ``if TYPE_CHECKING:`` are left out, since they never run):
