@@ -5,12 +5,11 @@ the seed), and the one printer of a :class:`TrainingSummary`. No model is traine
 
 from __future__ import annotations
 
-import inspect
 import io
 import json
 import math
 import random
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,46 +33,7 @@ from corefsearch.training.checkpoint import RUN_FILE
 
 TRAINERS = (RetrieverTrainingArguments, ReaderTrainingArguments, ClustererTrainingArguments)
 
-# Every trainer's defaults as they were before the base class (and as its CLI command has them).
-DEFAULTS: dict[type, dict[str, Any]] = {
-    RetrieverTrainingArguments: {
-        "base_model": None, "shared_encoder": False, "markers": True, "pooling": "cls", "epochs": 5, "batch_size": 16,
-        "lr": 1e-5, "weight_decay": 0.01, "warmup": 0.1, "max_query_len": 64, "max_passage_len": 180,
-        "hard_negatives": 20, "refresh_negatives": False, "positives_per_query": None, "seed": 13, "max_steps": None,
-        "device": "auto", "precision": "auto",
-        "dev_max_queries": 500, "threads": None, "log_every": None, "checkpoint_every": 500},
-    ReaderTrainingArguments: {
-        "head": "integrated", "base_model": None, "markers": True, "epochs": 3, "batch_size": 4, "lr": 2e-5,
-        "head_lr": 1e-3, "weight_decay": 0.01, "warmup": 0.1, "negatives": 23, "negatives_from": 50,
-        "span_weight": 1.0, "ranking_loss": "softmax", "max_length": 256, "max_query_len": 64, "doc_stride": 128,
-        "max_span_len": 10, "hidden": 128, "top_spans": 5, "seed": 13, "max_steps": None, "max_train_queries": None,
-        "device": "auto", "precision": "auto", "dev_max_queries": 200, "dev_rerank_k": 50, "threads": None,
-        "log_every": None, "checkpoint_every": 500},
-    ClustererTrainingArguments: {
-        "base_model": None, "objective": "topic-batch", "epochs": 3, "batch_size": 64, "lr": 5e-5, "head_lr": 1e-3,
-        "weight_decay": 0.01, "warmup": 0.1, "margin": 0.5, "negatives_per_positive": 3.0,
-        "max_positives_per_cluster": 200, "hard_negatives_k": 10, "remine_negatives": False, "scope": "topic",
-        "lemma_weights": "0",
-        "mlp_hidden": 1024, "mlp_out": 1024, "max_length": 128, "seed": 13, "max_steps": None, "device": "auto",
-        "precision": "auto", "threads": None, "log_every": None,
-        "encode_batch_size": 64, "checkpoint_every": 500},
-}
-
-
 # --- the arguments ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("trainer", TRAINERS)
-def test_each_trainer_keeps_its_defaults_and_its_cli_has_the_same(trainer: type) -> None:
-    assert asdict(trainer()) == DEFAULTS[trainer]
-    assert issubclass(trainer, TrainingArguments)
-    from corefsearch.cli import train as cli
-
-    command = {RetrieverTrainingArguments: cli.train_retriever_command, ReaderTrainingArguments:
-               cli.train_reader_command, ClustererTrainingArguments: cli.train_clusterer_command}[trainer]
-    names = {f.name for f in fields(trainer)}
-    cli_defaults = {name: p.default for name, p in inspect.signature(command).parameters.items() if name in names}
-    assert cli_defaults and all(cli_defaults[name] == getattr(trainer(), name) for name in cli_defaults)
 
 
 SHARED_ERRORS = [

@@ -31,6 +31,8 @@ from corefsearch.base.errors import InputError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEFAULT_PRECISION = "auto"
+PRECISION_HELP = ("Numeric precision of the models' forward passes: auto (bf16 on a GPU that has it, fp32 on the "
+                  "CPU) | fp32 | bf16 | fp16. The weights stay fp32.")
 
 _current = DEFAULT_PRECISION  # the innermost `using` scope's; process-wide (a server's request threads see it)
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 try:  # Typer ≥ 0.22 carries its own copy of Click; earlier releases use Click itself
     from typer._click import exceptions as click_errors
@@ -21,6 +21,16 @@ except ImportError:  # pragma: no cover - depends on the installed Typer
 
 from corefsearch import __version__
 from corefsearch.base.errors import CorefSearchError
+
+
+def _flag_type(option: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value, so ``--help`` shows no type beside it (as Click's plain help does): Typer's
+    rich panel would show ``<bool>`` beside every flag, ``--help`` too, as if it took a value."""
+    return None if option.is_flag else _option_type(option, ctx)
+
+
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 
 class CommandLine(TyperGroup):

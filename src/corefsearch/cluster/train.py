@@ -53,9 +53,10 @@ import numpy as np
 
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
+from corefsearch.cluster.arguments import ClustererTrainingArguments
 from corefsearch.cluster.inputs import MentionRecord
-from corefsearch.cluster.loss import DEFAULT_MARGIN, contrastive_loss
-from corefsearch.cluster.model import ClustererConfig, MentionEncoder
+from corefsearch.cluster.loss import contrastive_loss
+from corefsearch.cluster.model import MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, coreferent_pairs, training_pairs
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.outputs import Output, model_input, writes_outputs
@@ -65,13 +66,8 @@ from corefsearch.training import (
     Log,
     LoopResult,
     Run,
-    TrainingArguments,
     TrainingSummary,
     TrainingTask,
-    at_least_one,
-    not_negative,
-    one_of,
-    positive,
     start_run,
 )
 
@@ -79,80 +75,6 @@ if TYPE_CHECKING:
     import torch
 
 SELECTION_METRIC = "CoNLL F1"
-TRAIN_SCOPES = ("topic", "predicted-topic")
-OBJECTIVES = ("pairs", "topic-batch")
-
-
-@dataclass
-class ClustererTrainingArguments(TrainingArguments):
-    """Every option of ``corefsearch train clusterer`` with its default (shared ones: :class:`TrainingArguments`)."""
-
-    batch_size: int = 64  # mentions per step ("topic-batch") or pairs per optimizer step ("pairs")
-    # every pair of a batch of one topic's mentions (the default: it won on dev) | drawn mention pairs (Hsu & Horwood)
-    objective: str = "topic-batch"
-    lr: float = 5e-5  # chosen on dev for the topic-batch objective (2e-5: 74.08, 5e-5: 74.66 CoNLL F1, ECB+ events)
-    head_lr: float = 1e-3
-    margin: float = DEFAULT_MARGIN
-    negatives_per_positive: float = 3.0
-    max_positives_per_cluster: int = 200
-    hard_negatives_k: int = 10  # nearest neighbours (by the untrained encoder) searched for hard negatives; 0: none
-    # before each epoch after the first, re-mine with the encoder being trained: the pairs' hard negatives, or
-    # the topic batches (each gathers a mention's nearest mentions of its topic)
-    remine_negatives: bool = False
-    scope: str = "topic"  # dev clustering: within gold topics or predicted topics
-    # β values tried on dev with every τ (comma-separated): a shared head lemma takes β off a pair's distance
-    lemma_weights: str = "0"
-    mlp_hidden: int = 1024
-    mlp_out: int = 1024
-    max_length: int = 128
-    encode_batch_size: int = 64  # mentions per batch when encoding (hard negatives, dev)
-
-    kind = "clusterer"
-    run_only = (*TrainingArguments.run_only, "encode_batch_size")
-    options_order = ("base_model", "objective", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
-                     "margin", "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k",
-                     "remine_negatives", "scope",
-                     "lemma_weights", "mlp_hidden", "mlp_out", "max_length", "seed", "max_steps")
-
-    def validate(self) -> None:
-        super().validate()
-        at_least_one({"--max-positives-per-cluster": self.max_positives_per_cluster,
-                      "--encode-batch-size": self.encode_batch_size})
-        not_negative({"--hard-negatives-k": self.hard_negatives_k})
-        if not (self.negatives_per_positive >= 0 and math.isfinite(self.negatives_per_positive)):
-            raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
-        positive({"--margin": self.margin})
-        one_of("--scope", self.scope, TRAIN_SCOPES, " (the dev clustering that picks the epoch and τ)")
-        one_of("--objective", self.objective, OBJECTIVES)
-        if self.remine_negatives and self.objective == "pairs" and not (
-                self.hard_negatives_k and self.negatives_per_positive):
-            raise InputError("--remine-negatives re-mines the pairs' hard negatives: give --hard-negatives-k N "
-                             "(N ≥ 1) and --negatives-per-positive above 0")
-        if self.objective == "topic-batch" and self.batch_size < 2:
-            raise InputError("--objective topic-batch needs --batch-size of at least 2 mentions, got "
-                             f"{self.batch_size}")
-        self.lemma_weight_grid()
-        self.clusterer_config().validate()
-
-    def lemma_weight_grid(self) -> list[float]:
-        """The β values of ``--lemma-weights``, checked (each in [0, 2], none twice)."""
-        from corefsearch.cluster.model import check_lemma_weight
-
-        try:
-            weights = [float(part) for part in str(self.lemma_weights).split(",")]
-        except ValueError:
-            raise InputError(f"--lemma-weights takes comma-separated numbers, got {self.lemma_weights!r}") from None
-        for weight in weights:
-            check_lemma_weight(weight, "--lemma-weights")
-        if len(set(weights)) != len(weights):
-            raise InputError(f"--lemma-weights names a value twice: {self.lemma_weights!r}")
-        return weights
-
-    def learning_rates(self) -> dict[str, float]:
-        return {"--lr": self.lr, "--head-lr": self.head_lr}
-
-    def clusterer_config(self) -> ClustererConfig:
-        return ClustererConfig(max_length=self.max_length, mlp_hidden=self.mlp_hidden, mlp_out=self.mlp_out)
 
 
 @dataclass

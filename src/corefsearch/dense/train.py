@@ -44,6 +44,7 @@ from corefsearch.base.errors import InputError
 from corefsearch.base.memory import release_memory
 from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import Dataset
+from corefsearch.dense.arguments import RetrieverTrainingArguments
 from corefsearch.dense.examples import (
     StoredPassage,
     TrainingExample,
@@ -54,7 +55,7 @@ from corefsearch.dense.examples import (
     read_relevant,
 )
 from corefsearch.dense.loss import in_batch_nll
-from corefsearch.dense.model import BiEncoder, RetrieverConfig
+from corefsearch.dense.model import BiEncoder
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.training import (
@@ -62,11 +63,8 @@ from corefsearch.training import (
     Log,
     LoopResult,
     Run,
-    TrainingArguments,
     TrainingSummary,
     TrainingTask,
-    at_least_one,
-    not_negative,
     start_run,
 )
 from corefsearch.training.checkpoint import HARD_NEGATIVES_FILE, UnusableWorkFile, WorkDir
@@ -78,43 +76,6 @@ if TYPE_CHECKING:
 DEV_METRICS = ("MRR@10", "R@100")
 SELECTION_METRIC = "MRR@10"
 EVAL_BATCH_SIZE = 64
-
-
-
-@dataclass
-class RetrieverTrainingArguments(TrainingArguments):
-    """Every option of ``corefsearch train retriever`` with its default (shared ones: :class:`TrainingArguments`)."""
-
-    epochs: int = 5
-    batch_size: int = 16  # examples per batch (in-batch negatives)
-    lr: float = 1e-5
-    shared_encoder: bool = False
-    markers: bool = True
-    pooling: str = "cls"
-    max_query_len: int = 64
-    max_passage_len: int = 180
-    hard_negatives: int = 20
-    # ANCE: before each epoch after the first, the hard negatives are re-mined by the retriever being trained
-    refresh_negatives: bool = False
-    positives_per_query: int | None = None  # None: every relevant passage (the paper)
-    dev_max_queries: int | None = 500  # None: every dev query
-
-    kind = "retriever"
-    options_order = ("base_model", "shared_encoder", "markers", "pooling", "epochs", "batch_size", "lr",
-                     "weight_decay", "warmup", "max_query_len", "max_passage_len", "hard_negatives",
-                     "refresh_negatives", "positives_per_query", "seed", "max_steps", "dev_max_queries")
-
-    def validate(self) -> None:
-        super().validate()
-        at_least_one({"--positives-per-query": self.positives_per_query, "--dev-max-queries": self.dev_max_queries})
-        not_negative({"--hard-negatives": self.hard_negatives})
-        if self.refresh_negatives and self.hard_negatives == 0:
-            raise InputError("--refresh-negatives re-mines the hard negatives: give --hard-negatives N (N ≥ 1)")
-        self.retriever_config().validate()  # --pooling, --max-query-len, --max-passage-len
-
-    def retriever_config(self) -> RetrieverConfig:
-        return RetrieverConfig(shared_encoder=self.shared_encoder, max_query_len=self.max_query_len,
-                               max_passage_len=self.max_passage_len, pooling=self.pooling, markers=self.markers)
 
 
 @dataclass

@@ -21,20 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
-from corefsearch.base.schema import MENTION_TYPES, Passage
+from corefsearch.base.schema import Passage
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.detect.model import MAX_LENGTH, STRIDE, DetectorConfig, MentionDetector
+from corefsearch.detect.arguments import DetectorTrainingArguments
+from corefsearch.detect.model import MentionDetector
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
     LoopResult,
     Run,
-    TrainingArguments,
     TrainingSummary,
     TrainingTask,
-    at_least_one,
-    one_of,
     start_run,
 )
 
@@ -42,42 +40,6 @@ if TYPE_CHECKING:
     import torch
 
 SELECTION_METRIC = "mention F1"
-TYPE_CHOICES = ("all", *MENTION_TYPES)
-
-
-@dataclass
-class DetectorTrainingArguments(TrainingArguments):
-    """Every option of ``corefsearch train detector`` with its default (shared ones: :class:`TrainingArguments`)."""
-
-    batch_size: int = 16  # passages per optimizer step
-    lr: float = 5e-5
-    head_lr: float = 1e-3
-    mention_type: str = "all"  # event | entity | all: the types tagged
-    max_length: int = MAX_LENGTH
-    stride: int = STRIDE
-    tagging: str = "word"  # word (the first piece of each word; chosen on dev) | piece (every word piece)
-    encode_batch_size: int = 64  # dev passages per batch
-
-    kind = "detector"
-    run_only = (*TrainingArguments.run_only, "encode_batch_size")
-    options_order = ("base_model", "mention_type", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
-                     "max_length", "stride", "tagging", "seed", "max_steps")
-
-    def validate(self) -> None:
-        super().validate()
-        at_least_one({"--encode-batch-size": self.encode_batch_size})
-        one_of("--mention-type", self.mention_type, TYPE_CHOICES)
-        self.detector_config().validate()
-
-    def learning_rates(self) -> dict[str, float]:
-        return {"--lr": self.lr, "--head-lr": self.head_lr}
-
-    def types(self) -> list[str]:
-        return list(MENTION_TYPES) if self.mention_type == "all" else [self.mention_type]
-
-    def detector_config(self) -> DetectorConfig:
-        return DetectorConfig(types=self.types(), max_length=self.max_length, stride=self.stride,
-                              tagging=self.tagging)
 
 
 @dataclass

@@ -42,20 +42,17 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file
+from corefsearch.reader.arguments import ReaderTrainingArguments
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
-from corefsearch.reader.model import CrossEncoderReader, ReaderConfig, ReaderOutput
+from corefsearch.reader.model import CrossEncoderReader, ReaderOutput
 from corefsearch.reader.read import Reader
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
     LoopResult,
     Run,
-    TrainingArguments,
     TrainingSummary,
     TrainingTask,
-    at_least_one,
-    finite_positive,
-    one_of,
     start_run,
 )
 
@@ -66,54 +63,7 @@ if TYPE_CHECKING:
 
 SELECTION_METRIC = "MRR@10"
 RRF_METRIC = "MRR@10 rrf"  # the dev curve's MRR@10 of the reader's scores fused with the run's ranks
-RANKING_LOSSES = ("softmax", "softmax+pairwise")
 PAIRWISE_MARGIN = 1.0  # softmax+pairwise: the positive should score this much above each negative
-
-
-@dataclass
-class ReaderTrainingArguments(TrainingArguments):
-    """Every option of ``corefsearch train reader`` with its default (shared ones: :class:`TrainingArguments`)."""
-
-    batch_size: int = 4  # queries per optimizer step
-    head: str = "integrated"
-    markers: bool = True
-    head_lr: float = 1e-3
-    negatives: int = 23
-    negatives_from: int = 50  # the run's top-k the negatives (and the positive) are drawn from
-    span_weight: float = 1.0  # weight of the start + end cross-entropy against the passage-selection term
-    ranking_loss: str = "softmax"  # softmax | softmax+pairwise (a margin term between the positive and each negative)
-    max_length: int = 256
-    max_query_len: int = 64
-    doc_stride: int = 128
-    max_span_len: int = 10
-    hidden: int = 128
-    top_spans: int = 5
-    max_train_queries: int | None = None  # None: every train query in the run
-    dev_max_queries: int | None = 200
-    dev_rerank_k: int = 50
-
-    kind = "reader"
-    options_order = ("head", "base_model", "markers", "epochs", "batch_size", "lr", "head_lr", "weight_decay",
-                     "warmup", "negatives", "negatives_from", "span_weight", "ranking_loss", "max_length",
-                     "max_query_len", "doc_stride", "max_span_len", "hidden", "top_spans", "seed", "max_steps",
-                     "max_train_queries", "dev_max_queries", "dev_rerank_k")
-
-    def validate(self) -> None:
-        super().validate()
-        at_least_one({"--negatives-from": self.negatives_from, "--dev-rerank-k": self.dev_rerank_k,
-                      "--max-train-queries": self.max_train_queries, "--dev-max-queries": self.dev_max_queries,
-                      "--negatives": self.negatives})
-        finite_positive("--span-weight", self.span_weight)
-        one_of("--ranking-loss", self.ranking_loss, RANKING_LOSSES)
-        self.reader_config().validate()  # --head, --max-length, --max-query-len, --doc-stride, ...
-
-    def learning_rates(self) -> dict[str, float]:
-        return {"--lr": self.lr, "--head-lr": self.head_lr}
-
-    def reader_config(self) -> ReaderConfig:
-        return ReaderConfig(head=self.head, markers=self.markers, max_length=self.max_length,
-                            max_query_len=self.max_query_len, doc_stride=self.doc_stride,
-                            max_span_len=self.max_span_len, hidden=self.hidden, top_spans=self.top_spans)
 
 
 @dataclass

@@ -16,30 +16,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.precision import PRECISION_HELP
 from corefsearch.training.loop import LoopOptions
 
 
 @dataclass
 class TrainingArguments:
-    """The options of every ``corefsearch train ...`` command, with the defaults the trainers share."""
+    """The options of every ``corefsearch train ...`` command, with the defaults the trainers share.
 
-    base_model: str | None = None  # None: the bundled all-MiniLM-L6-v2
-    epochs: int = 3
-    batch_size: int = 16  # what one optimizer step takes (examples, queries, pairs: see the trainer)
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    warmup: float = 0.1  # fraction of the steps with a linearly rising learning rate, then linear decay
-    seed: int = 13
-    max_steps: int | None = None  # stop after this many optimizer steps in all
-    device: str = "auto"
-    precision: str = "auto"  # fp32 | bf16 | fp16 | auto (bf16 on a GPU that has it, fp32 on the CPU)
-    threads: int | None = None  # torch CPU threads; None: torch's default
-    log_every: int | None = None  # steps between progress lines; None: 50 when stderr is not a terminal
-    checkpoint_every: int = 500  # steps between checkpoints; 0: only at epoch ends (and on Ctrl-C)
+    Each field's ``metadata`` holds its ``--help`` text (and, where it differs, its option name): the
+    command line is generated from the fields (``corefsearch.cli.fields``)."""
+
+    base_model: str | None = field(default=None, metadata={  # None: the bundled all-MiniLM-L6-v2
+        "help": "Hugging Face model name or folder (default: the bundled all-MiniLM-L6-v2)."})
+    epochs: int = field(default=3, metadata={"help": "Training epochs."})
+    batch_size: int = field(default=16, metadata={"help": "What one optimizer step takes."})  # see the trainer
+    lr: float = field(default=2e-5, metadata={"help": "AdamW learning rate."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    # fraction of the steps with a linearly rising learning rate, then linear decay
+    warmup: float = field(default=0.1, metadata={"help": "Linear warm-up, as a fraction of the steps."})
+    seed: int = field(default=13, metadata={"help": "Random seed."})
+    max_steps: int | None = field(default=None, metadata={"help": "Stop after N optimizer steps in all."})
+    device: str = field(default="auto", metadata={"help": "auto | cpu | cuda"})
+    # auto: bf16 on a GPU that has it, fp32 on the CPU
+    precision: str = field(default="auto", metadata={"help": PRECISION_HELP})
+    threads: int | None = field(default=None, metadata={  # None: torch's default
+        "help": "CPU threads of the model (torch.set_num_threads; default: torch's, one per core)."})
+    log_every: int | None = field(default=None, metadata={  # None: 50 when stderr is not a terminal
+        "help": "Log a line (step, loss, steps/s, ETA) every N steps (0: never; default: 50 when stderr is not a "
+                "terminal, e.g. under nohup, where the progress bar does not show)."})
+    checkpoint_every: int = field(default=500, metadata={  # 0: only at epoch ends (and on Ctrl-C)
+        "help": "Also checkpoint every N steps (0: at epoch ends only)."})
 
     #: What the run trains (``retriever``, ``reader``, ``clusterer``): the run record's kind
     #: ``corefsearch-KIND-training`` and the summary's ``kind``.
@@ -84,6 +95,12 @@ class TrainingArguments:
         options = {name: value for name, value in asdict(self).items() if name not in self.run_only}
         named = [name for name in self.options_order if name in options]
         return {name: options[name] for name in [*named, *(name for name in options if name not in named)]}
+
+
+def override(name: str, default: Any, **metadata: Any) -> Any:
+    """A subclass's field ``name`` with another default (and, given, other metadata such as its help),
+    the base field's metadata kept: ``epochs: int = override("epochs", 5)``."""
+    return field(default=default, metadata={**TrainingArguments.__dataclass_fields__[name].metadata, **metadata})
 
 
 # --- the checks the trainers' arguments share ---------------------------------------------------------------
