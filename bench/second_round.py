@@ -65,12 +65,10 @@ def log(message: str) -> None:
 
 def hybrid_setup(device: str) -> Any:
     """The option objects of the hybrid dev chose, built by the CLI's own builder (``search_setup``)."""
-    from corefsearch.cli.options import search_setup
+    from corefsearch.cli.options import FileBM25Args, ModelArgs, search_setup
 
-    return search_setup(["hybrid"], query_format="sentence", rm3=False, rocchio=False,
-                        fields="sentence=1,document=0.1", threads=2, encoder=None, fusion="interpolate",
-                        alpha=0.5, device=device, reader=None, rerank_k=50, backend=None, rerank_fusion=None,
-                        ef_search=None, nprobe=None)
+    return search_setup(["hybrid"], FileBM25Args(query_format="sentence", fields="sentence=1,document=0.1", threads=2),
+                        ModelArgs(fusion="interpolate", alpha=0.5, device=device))
 
 
 def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max: int, device: str,

@@ -283,3 +283,48 @@ def test_interrupted_index_through_the_cli_keeps_the_old_index(subset_dataset: P
     assert sorted(p.name for p in index.iterdir()) == ["lucene"]
     message = fails("index", tmp_path / "dataset", "--out", index)
     assert f"{index / 'lucene'} already exists (use --overwrite to replace it)" in message
+
+
+# --- option combinations: refused in one line before anything loads --------------------------------------------
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An index folder whose dense index was built with the bundled default encoder; opening it (or any
+    index) fails the test, so a refusal can only come from the options' own check."""
+    from corefsearch.base.artefacts import DENSE_INDEX
+    from corefsearch.search import engine, pipeline
+
+    def loads(*_: object, **__: object) -> None:
+        raise AssertionError("the index was opened before the options were checked")
+
+    for module, name in ((pipeline, "search_to_run"), (pipeline, "adhoc_query")):
+        monkeypatch.setattr(module, name, loads)
+    monkeypatch.setattr(engine.SearchEngine, "open", classmethod(loads))
+    index = tmp_path / "index"
+    (index / "dense").mkdir(parents=True)
+    (index / "dense" / "manifest.json").write_text(json.dumps({"kind": DENSE_INDEX.kind, "format_version":
+                                                               DENSE_INDEX.format_version,
+                                                               "encoder": {"reference": "default"}}))
+    return index
+
+
+NO_EXPORT = "--backend {} runs an ONNX export of the encoder, and the bundled default encoder has none"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["query", "--mention", "quake", "--cluster"],
+     "--cluster clusters the mentions found with a mention encoder: add --mention-encoder DIR"),
+    (["query", "--mention", "quake", "--rounds", "2"], "--rounds 2 without a reader marks the expansion mentions"),
+    (["search", "--queries", "q.jsonl", "--out", "run", "--rounds", "2", "--expand-from", "reader"],
+     "--expand-from reader takes the spans of --reader"),
+    (["query", "--mention", "quake", "--retriever", "dense", "--backend", "onnx"], NO_EXPORT.format("onnx")),
+    (["search", "--queries", "q.jsonl", "--out", "run", "--retriever", "hybrid", "--backend", "onnx-int8",
+      "--encoder", "default"], NO_EXPORT.format("onnx-int8")),
+    (["serve", "--retriever", "bm25,dense", "--backend", "onnx"], NO_EXPORT.format("onnx")),
+    (["query", "--mention", "quake", "--reader", "no-such-reader"], "no-such-reader"),
+])
+def test_option_combinations_are_refused_before_anything_loads(nothing_loads: Path, args: list[str],
+                                                               expected: str) -> None:
+    message = fails(args[0], "--index", nothing_loads, *args[1:])
+    assert expected in message, message

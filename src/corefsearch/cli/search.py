@@ -13,42 +13,25 @@ import typer
 
 from corefsearch.base.errors import CorefSearchError
 from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.cli.fields import options_from
 from corefsearch.cli.options import (
-    QUERY_FORMAT_HELP,
-    AlphaOption,
-    BackendOption,
-    DeviceOption,
-    EfSearchOption,
-    ExpandFromOption,
-    ExpandHeadOption,
-    ExpandListDepthOption,
-    ExpandMarginOption,
-    ExpandMinSimilarityOption,
-    ExpandOption,
-    ExpandReciprocalOption,
-    ExpandWeightOption,
-    FieldsOption,
-    FusionOption,
+    BM25Args,
+    FileBM25Args,
+    FileModelArgs,
     IndexOption,
-    MentionEncoderOption,
-    NprobeOption,
-    PrecisionOption,
+    ModelArgs,
+    QueryRoundArgs,
     RayCpusOption,
     RayOption,
     RayWorkersOption,
-    ReaderOption,
-    RerankBatchQueriesOption,
-    RerankFusionOption,
-    RerankOption,
-    RetrieverOption,
-    Rm3Option,
-    RocchioOption,
-    RoundsOption,
-    SearchEncoderOption,
+    RoundArgs,
+    ServeBM25Args,
+    ServeModelArgs,
+    ServeRoundArgs,
+    check_before_loading,
     expansion_options,
     precision_scope,
     ray_options,
-    search_options,
     search_setup,
 )
 from corefsearch.cli.report import print_search_summary
@@ -56,29 +39,17 @@ from corefsearch.cli.report import print_search_summary
 
 @app.command("search")
 @user_errors
+@options_from(RoundArgs, into="second_round")
+@options_from(FileModelArgs, into="models")
+@options_from(FileBM25Args, into="bm25")
 def search_command(
     index: IndexOption,
     queries: Annotated[Path, typer.Option("--queries", help="Queries JSONL (e.g. DATASET/queries/test.jsonl).")],
     out: Annotated[Path, typer.Option("--out", help="TREC run file to write.")],
     k: Annotated[int, typer.Option("--k", help="Passages per query.")] = 500,
-    query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
-    rm3: Rm3Option = False,
-    rocchio: RocchioOption = False,
-    fields: FieldsOption = None,
-    threads: Annotated[int, typer.Option(help="Search threads (BM25).")] = 2,
-    retriever: RetrieverOption = "bm25",
-    encoder: SearchEncoderOption = None,
-    fusion: FusionOption = "rrf",
-    alpha: AlphaOption = 0.5,
-    device: DeviceOption = "auto",
-    precision: PrecisionOption = "auto",
-    reader: ReaderOption = None,
-    rerank_k: RerankOption = 50,
-    rerank_batch_queries: RerankBatchQueriesOption = None,
-    backend: BackendOption = None,
-    rerank_fusion: RerankFusionOption = None,
-    ef_search: EfSearchOption = None,
-    nprobe: NprobeOption = None,
+    *,
+    bm25: FileBM25Args,
+    models: FileModelArgs,
     spans_out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="With --reader: the spans JSONL to write (default: OUT.spans.jsonl).")] = None,
     save_topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
@@ -87,36 +58,29 @@ def search_command(
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = None,
-    rounds: RoundsOption = 1,
-    expand: ExpandOption = None,
-    expand_weight: ExpandWeightOption = None,
-    expand_from: ExpandFromOption = None,
-    expand_min_similarity: ExpandMinSimilarityOption = None,
-    expand_reciprocal: ExpandReciprocalOption = None,
-    expand_margin: ExpandMarginOption = None,
-    expand_list_depth: ExpandListDepthOption = None,
-    expand_head: ExpandHeadOption = None,
-    mention_encoder: MentionEncoderOption = None,
+    second_round: RoundArgs,
 ) -> None:
     """Search every query of a queries file; write a TREC run (the query's own passage left out).
 
     With --reader and --ray, the re-ranking runs on a Ray cluster."""
     from corefsearch.search.pipeline import search_to_run
 
-    setup = search_setup([retriever], **search_options(locals()))
+    setup = search_setup([models.retriever], bm25, models)
+    expansion = expansion_options(second_round)
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
-    with precision_scope(precision, backend=backend, ray=ray_given):
+    check_before_loading(index, setup, expansion, [models.retriever])
+    with precision_scope(models.precision, backend=models.backend, ray=ray_given):
         summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
                                 reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given,
-                                expansion=expansion_options(rounds, expand, expand_weight, expand_from,
-                                                            mention_encoder, min_similarity=expand_min_similarity,
-                                                            reciprocal=expand_reciprocal, margin=expand_margin,
-                                                            list_depth=expand_list_depth, head=expand_head))
+                                expansion=expansion)
     print_search_summary(summary, console)
 
 
 @app.command("query")
 @user_errors
+@options_from(QueryRoundArgs, into="second_round")
+@options_from(ModelArgs, into="models")
+@options_from(BM25Args, into="bm25")
 def query_command(
     index: IndexOption,
     mention: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -131,34 +95,11 @@ def query_command(
         "--qid", help="Run this query of --dataset (queries/{train,dev,test}.jsonl) and mark the relevant hits "
                       "and the gold coreferring mentions in them.")] = None,
     k: Annotated[int, typer.Option("--k", help="Passages to show.")] = 10,
-    query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP)] = "mention+entities",
-    rm3: Rm3Option = False,
-    rocchio: RocchioOption = False,
-    fields: FieldsOption = None,
+    *,
+    bm25: BM25Args,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    retriever: RetrieverOption = "bm25",
-    encoder: SearchEncoderOption = None,
-    fusion: FusionOption = "rrf",
-    alpha: AlphaOption = 0.5,
-    device: DeviceOption = "auto",
-    precision: PrecisionOption = "auto",
-    reader: ReaderOption = None,
-    rerank_k: RerankOption = 50,
-    backend: BackendOption = None,
-    rerank_fusion: RerankFusionOption = None,
-    ef_search: EfSearchOption = None,
-    nprobe: NprobeOption = None,
-    rounds: RoundsOption = 1,
-    expand: ExpandOption = None,
-    expand_weight: ExpandWeightOption = None,
-    expand_from: ExpandFromOption = None,
-    expand_min_similarity: ExpandMinSimilarityOption = None,
-    expand_reciprocal: ExpandReciprocalOption = None,
-    expand_margin: ExpandMarginOption = None,
-    expand_list_depth: ExpandListDepthOption = None,
-    expand_head: ExpandHeadOption = None,
-    mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --expand-from encoder.")] = None,
+    models: ModelArgs,
+    second_round: QueryRoundArgs,
     cluster: Annotated[bool, typer.Option(
         "--cluster", help="Also answer as a cluster: the query mention and the mentions found (the reader's spans, "
                           "else the encoder's nearest mentions), clustered by --mention-encoder; the cluster of "
@@ -172,16 +113,13 @@ def query_command(
     from corefsearch.cli.report import print_adhoc_result
     from corefsearch.search.pipeline import adhoc_query
 
-    setup = search_setup([retriever], **search_options(locals()))
-    with precision_scope(precision, backend=backend):
+    setup = search_setup([models.retriever], bm25, models)
+    expansion = expansion_options(second_round, encoder_alone=True)
+    check_before_loading(index, setup, expansion, [models.retriever], cluster=cluster)
+    with precision_scope(models.precision, backend=models.backend):
         result = adhoc_query(index, mention, context, occurrence, k=k, options=setup.bm25,
                              retrieval=setup.retrieval, reader=setup.reader, dataset=dataset, qid=qid,
-                             expansion=expansion_options(rounds, expand, expand_weight, expand_from, mention_encoder,
-                                                         encoder_alone=True,
-                                                         min_similarity=expand_min_similarity,
-                                                         reciprocal=expand_reciprocal, margin=expand_margin,
-                                                         list_depth=expand_list_depth, head=expand_head),
-                             cluster=cluster)
+                             expansion=expansion, cluster=cluster)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -190,9 +128,11 @@ def query_command(
 
 @app.command("serve")
 @user_errors
+@options_from(ServeRoundArgs, into="second_round")
+@options_from(ServeModelArgs, into="models")
+@options_from(ServeBM25Args, into="bm25")
 def serve_command(
     index: IndexOption,
-    reader: ReaderOption = None,
     dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="A dataset whose queries can be asked by id (`qid`), with the relevant hits and the gold "
              "coreferring mentions marked.")] = None,
@@ -208,36 +148,10 @@ def serve_command(
     max_rerank_k: Annotated[int, typer.Option(help="Largest rerank_k a request may ask for.")] = 200,
     max_context: Annotated[int, typer.Option(help="Longest context a request may send (characters).")] = 20_000,
     max_body: Annotated[int, typer.Option(help="Largest request body (bytes).")] = 65_536,
-    retriever: Annotated[str, typer.Option(
-        help="bm25 | dense | hybrid, or several comma-separated (e.g. bm25,hybrid): the retrievers opened; "
-             "the first answers requests that name none.")] = "bm25",
-    query_format: Annotated[str, typer.Option(help=QUERY_FORMAT_HELP + "; a request may ask for another.")
-                            ] = "mention+entities",
-    rm3: Rm3Option = False,
-    rocchio: RocchioOption = False,
-    fields: FieldsOption = None,
-    encoder: SearchEncoderOption = None,
-    fusion: FusionOption = "rrf",
-    alpha: AlphaOption = 0.5,
-    device: DeviceOption = "auto",
-    precision: PrecisionOption = "auto",
-    rerank_k: RerankOption = 50,
-    backend: BackendOption = None,
-    rerank_fusion: RerankFusionOption = None,
-    ef_search: EfSearchOption = None,
-    nprobe: NprobeOption = None,
-    rounds: RoundsOption = 1,
-    expand: ExpandOption = None,
-    expand_weight: ExpandWeightOption = None,
-    expand_from: ExpandFromOption = None,
-    expand_min_similarity: ExpandMinSimilarityOption = None,
-    expand_reciprocal: ExpandReciprocalOption = None,
-    expand_margin: ExpandMarginOption = None,
-    expand_list_depth: ExpandListDepthOption = None,
-    expand_head: ExpandHeadOption = None,
-    mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster "
-             "view) and of --rounds 2 --expand-from encoder.")] = None,
+    *,
+    bm25: ServeBM25Args,
+    models: ServeModelArgs,
+    second_round: ServeRoundArgs,
 ) -> None:
     """Serve the search over HTTP: the API (POST /search, GET /passages/ID, /info, /health, /docs) and a page at /.
 
@@ -248,21 +162,18 @@ def serve_command(
     from corefsearch.search.engine import SearchEngine
     from corefsearch.serve.app import Limits, create_app, serve_forever
 
-    names = [name.strip() for name in retriever.split(",") if name.strip()]
+    names = [name.strip() for name in models.retriever.split(",") if name.strip()]
     if not names:
         raise CorefSearchError("--retriever names no retriever")
     limits = Limits(max_body_bytes=max_body, max_context_chars=max_context, max_k=max_k, max_rerank_k=max_rerank_k)
     limits.validate()
     started = time.perf_counter()
-    setup = search_setup(names, **search_options(locals()))
-    with precision_scope(precision, backend=backend):  # the server runs in it until stopped
+    setup = search_setup(names, bm25, models)
+    expansion = expansion_options(second_round, encoder_alone=True)
+    check_before_loading(index, setup, expansion, names)
+    with precision_scope(models.precision, backend=models.backend):  # the server runs in it until stopped
         engine = SearchEngine.open(index, options=setup.bm25, retrieval=setup.retrieval, reader=setup.reader,
-                                   dataset=dataset, retrievers=names,
-                                   expansion=expansion_options(rounds, expand, expand_weight, expand_from,
-                                                               mention_encoder, encoder_alone=True,
-                                                               min_similarity=expand_min_similarity,
-                                                               reciprocal=expand_reciprocal, margin=expand_margin,
-                                                               list_depth=expand_list_depth, head=expand_head))
+                                   dataset=dataset, retrievers=names, expansion=expansion)
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
         err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
                           f"{', '.join(engine.retrievers)}", markup=False, highlight=False)

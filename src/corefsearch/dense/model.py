@@ -137,12 +137,7 @@ class BiEncoder:
         if backend == "torch":
             return
         if self.folder is None:
-            shown = "the bundled default encoder" if self.reference in ("", "default") else self.reference
-            raise MissingArtefactError(
-                f"--backend {backend} runs an ONNX export of the encoder, and {shown} has none (it is not a "
-                f"retriever folder, and the default one is not written to): run `corefsearch export-onnx "
-                f"{self.reference or 'default'} --out DIR` and pass --encoder DIR (the same encoder: an index built "
-                f"with {self.reference or 'default'} is searched with DIR as it is)")
+            raise _no_export(self.reference, backend)
         folders = self.encoder_folders()
         self._fingerprints = {"query": self.query_fingerprint(), "passage": self.passage_fingerprint()}
         command = f"corefsearch export-onnx {self.folder}"
@@ -159,6 +154,29 @@ class BiEncoder:
     def description(self) -> dict[str, Any]:
         return {"reference": self.reference, "config": asdict(self.config),
                 "passage_fingerprint": self.passage_fingerprint(), "dimension": self.passage_encoder.dimension}
+
+
+def _no_export(reference: str, backend: str) -> MissingArtefactError:
+    shown = "the bundled default encoder" if reference in ("", "default") else reference
+    return MissingArtefactError(
+        f"--backend {backend} runs an ONNX export of the encoder, and {shown} has none (it is not a "
+        f"retriever folder, and the default one is not written to): run `corefsearch export-onnx "
+        f"{reference or 'default'} --out DIR` and pass --encoder DIR (the same encoder: an index built "
+        f"with {reference or 'default'} is searched with DIR as it is)")
+
+
+def check_query_backend(reference: str | None, backend: str) -> None:
+    """Before anything loads, what :meth:`BiEncoder.use_backend` checks of the query encoder: an ONNX ``backend``
+    runs its export, which only a retriever folder can hold (``corefsearch export-onnx``), made from its weights."""
+    from corefsearch.base.onnx_backend import check_backend, check_onnx_export
+
+    check_backend(backend)
+    if backend == "torch":
+        return
+    if model_kind(reference) != "retriever":
+        raise _no_export(str(reference or "default"), backend)
+    folder = Path(str(reference))
+    check_onnx_export(folder / RETRIEVER_QUERY_ENCODER, backend, command=f"corefsearch export-onnx {folder}")
 
 
 def _fingerprint(encoder: TextEncoder, config: RetrieverConfig) -> str:

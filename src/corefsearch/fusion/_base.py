@@ -16,7 +16,7 @@ are ordered by passage id (Pyserini's merge).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from corefsearch.base.errors import InputError
@@ -30,8 +30,10 @@ Ranking = Mapping[str, Sequence[Hit]]  # query id -> hits, best first
 
 @dataclass
 class FusionOptions:
-    method: str = "rrf"
-    alpha: float = 0.5  # weight of the dense scores in "interpolate"
+    method: str = field(default="rrf", metadata={"help": "Hybrid: rrf (reciprocal rank, k=60) | interpolate.",
+                                                "option": "--fusion"})
+    alpha: float = field(default=0.5, metadata={  # weight of the dense scores in "interpolate"
+        "help": "Hybrid --fusion interpolate: alpha·dense + (1-alpha)·BM25 on min-max normalised scores."})
     rrf_k: int = RRF_K
 
     def validate(self) -> None:

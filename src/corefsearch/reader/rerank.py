@@ -4,7 +4,7 @@ the retriever's ranks) and marks the coreferring span in each."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,10 @@ MAX_PASS_WINDOWS = 256  # windows per pass at most when several queries are read
 class ReaderOptions:
     """``--reader MODEL_DIR --rerank-k N``: re-rank the top N retrieved passages and mark spans."""
 
-    model: Path
-    rerank_k: int = 50
+    model: Path = field(metadata={
+        "help": "Re-rank with this reader (from `corefsearch train reader`) and mark the coreferring spans.",
+        "option": "--reader"})
+    rerank_k: int = field(default=50, metadata={"help": "With --reader: re-rank the top N retrieved passages."})
     # windows per forward pass at most (None or 0: no cap); a query's windows are read in length
     # buckets either way (Reader, reader/inputs.length_buckets)
     batch_size: int | None = None
@@ -30,10 +32,15 @@ class ReaderOptions:
     device: str = "auto"
     # queries whose windows `search` reads together, in passes across them (1: each query alone); the
     # scores are the same either way (see Reader.read_many)
-    batch_queries: int = DEFAULT_BATCH_QUERIES
+    batch_queries: int = field(default=DEFAULT_BATCH_QUERIES, metadata={"help": (
+        "With --reader: read the windows of N queries together, in passes across them (fuller passes on a GPU; the "
+        "same scores; default 8)."), "option": "--rerank-batch-queries"})
     # reader: the reader's order; rrf: reciprocal rank fusion with the retriever's; None: the fusion
     # `train reader` recorded in the reader's folder (corefsearch_reader.json), see fusion_for
-    fusion: str | None = None
+    fusion: str | None = field(default=None, metadata={"help": (
+        "With --reader: order the re-ranked passages by the reader's score (reader) or by reciprocal rank fusion of "
+        "the reader's and the retriever's ranks (rrf); default: the one `train reader` recorded in the reader's "
+        "folder (the better on dev; reader for an older folder)."), "option": "--rerank-fusion"})
 
     def validate(self) -> None:
         check_rerank_k(self.rerank_k, minimum=1, option="--rerank-k")

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +82,46 @@ class ExpansionOptions:
     ``--mention-encoder DIR`` (for ``encoder``), ``--expand-min-similarity``, ``--expand-reciprocal R``,
     ``--expand-margin δ``, ``--expand-list-depth L`` and ``--expand-head H``."""
 
-    rounds: int = 1
-    expand: int = DEFAULT_EXPAND
-    weight: float = DEFAULT_WEIGHT
-    source: str | None = None  # None: the reader's spans when there is a reader, else the encoder's
-    encoder: Path | None = None
+    rounds: int = field(default=1, metadata={"help": (
+        "2: a second round from the coreferring mentions the first found in its top --expand passages (the reader's "
+        "spans, or the mention encoder's nearest mentions), fused with the first.")})
+    expand: int = field(default=DEFAULT_EXPAND, metadata={"help": (
+        "With --rounds 2: the top N passages whose coreferring mentions are kept, moved up and (with "
+        "--expand-list-depth 0 or > 1) searched again (default 10, chosen on dev).")})
+    weight: float = field(default=DEFAULT_WEIGHT, metadata={"option": "--expand-weight", "help": (
+        "With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 4, chosen "
+        "on dev).")})
+    source: str | None = field(default=None, metadata={"option": "--expand-from", "help": (  # None: see source_for
+        "With --rounds 2: reader (its spans; the default with --reader) | encoder (the dataset mention nearest to "
+        "the query's in each passage, by --mention-encoder).")})
+    encoder: Path | None = field(default=None, metadata={"option": "--mention-encoder", "help": (
+        "With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")})
     # encoder source: a passage whose nearest mention is less similar to the query's (cosine) gives no expansion
-    min_similarity: float | None = DEFAULT_MIN_SIMILARITY
+    min_similarity: float | None = field(default=DEFAULT_MIN_SIMILARITY, metadata={
+        "option": "--expand-min-similarity", "help": (
+            "With --rounds 2 --expand-from encoder: a passage whose nearest mention is less similar to the query "
+            "mention (cosine) gives no expansion (default 0.8, chosen on dev).")})
     # an expansion whose own search does not rank the query's passage in its top R is dropped (0: none is)
-    reciprocal: int = DEFAULT_RECIPROCAL
+    reciprocal: int = field(default=DEFAULT_RECIPROCAL, metadata={"option": "--expand-reciprocal", "help": (
+        "With --rounds 2: an expansion counts only when its own search ranks the query's passage in its top R (0: "
+        "every expansion counts; default 0, chosen on dev). Queries whose passage is not in the collection (ad hoc "
+        "ones) skip the test.")})
     # encoder source: an expansion mention must be this much more similar to the query's than any mention of the
     # first round's background passages (ranks 21 to 100) is (None: no such test)
-    margin: float | None = DEFAULT_MARGIN
+    margin: float | None = field(default=DEFAULT_MARGIN, metadata={"option": "--expand-margin", "help": (
+        "With --rounds 2 --expand-from encoder: an expansion mention counts only when its cosine to the query "
+        "mention exceeds by this margin the highest of any mention in the first round's passages ranked 21st to "
+        "100th (searched that deep): a gate set by each query's own background, not a fixed cosine.")})
     # how many passages of each expansion's list (its own passage first) the fusion reads (0: all of them)
-    list_depth: int = DEFAULT_LIST_DEPTH
+    list_depth: int = field(default=DEFAULT_LIST_DEPTH, metadata={"option": "--expand-list-depth", "help": (
+        "With --rounds 2: how many passages of each expansion's list the fusion reads, its own passage first (0: "
+        "all, the default, chosen on dev; 1: the top passages whose mention corefers move up, and with "
+        "--expand-reciprocal 0 nothing is searched).")})
     # the top H ranks from each list's own passage alone, the rest from the lists read to list_depth (0: no split)
-    head: int = DEFAULT_HEAD
+    head: int = field(default=DEFAULT_HEAD, metadata={"option": "--expand-head", "help": (
+        "With --rounds 2: the top H ranks come from the expansions' own passages alone (as --expand-list-depth 1 "
+        "orders them), the ranks below from their searches (0: every rank from the searches; default 10, chosen on "
+        "dev: the searches raise R@100 and leave MRR@10 as the moved-up passages give it).")})
 
     @property
     def active(self) -> bool:

@@ -32,16 +32,24 @@ RETRIEVERS = tuple(RETRIEVER_BACKENDS)  # bm25, dense, hybrid
 class RetrievalOptions:
     """Which retriever answers (``bm25``, ``dense`` or ``hybrid``) and the dense and fusion settings."""
 
-    retriever: str = "bm25"
-    encoder: str | None = None  # default: the encoder the dense index was built with
-    device: str = "auto"
+    retriever: str = field(default="bm25", metadata={"help": "bm25 | dense | hybrid (BM25 and dense fused)."})
+    encoder: str | None = field(default=None, metadata={  # default: the encoder the dense index was built with
+        "help": "Dense query encoder (default: the one the dense index was built with)."})
+    device: str = field(default="auto", metadata={"help": "Dense and reader: auto | cpu | cuda."})
     fusion: FusionOptions = field(default_factory=FusionOptions)
     # the dense query encoder's runtime: torch | onnx | onnx-int8 (its folder's onnx/, `corefsearch export-onnx`)
-    backend: str = "torch"
+    backend: str = field(default="torch", metadata={"help": (
+        "Run the transformer encoders (the dense query encoder with --retriever dense|hybrid, the reader's with "
+        "--reader) with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, from the exports "
+        "`corefsearch export-onnx MODEL_DIR` writes).")})
     # search-time FAISS settings over the manifest's (--ef-search: HNSW, --nprobe: IVF-PQ; None: the manifest's),
     # checked against the index by DenseSearcher (faiss_index.check_search_parameters)
-    ef_search: int | None = None
-    nprobe: int | None = None
+    ef_search: int | None = field(default=None, metadata={"option": "--ef-search", "help": (
+        "Dense HNSW index: the search's candidate list (default: the index's, 128; at least k either way). Higher "
+        "finds more of the exact neighbours, more slowly.")})
+    nprobe: int | None = field(default=None, metadata={"option": "--nprobe", "help": (
+        "Dense IVF-PQ index: inverted lists visited per query (default: the index's, 32). Higher finds more of the "
+        "exact neighbours, more slowly.")})
 
     def validate(self) -> None:
         check_retriever_name(self.retriever)

@@ -24,7 +24,7 @@ import json
 import math
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +61,20 @@ def parse_fields(spec: str) -> dict[str, float]:
 class BM25Options:
     """Retrieval options; the defaults are Anserini's BM25 and RM3 defaults."""
 
-    query_format: str = "mention+entities"
+    query_format: str = field(default="mention+entities", metadata={"help": (
+        "BM25 query: mention | mention+entities | sentence | context | document (the whole document of the query's "
+        "passage, read from the index)")})
     k1: float = 0.9
     b: float = 0.4
-    rm3: bool = False
+    rm3: bool = field(default=False, metadata={"help": "RM3 pseudo-relevance feedback.", "option": "--rm3"})
     fb_terms: int = 10
     fb_docs: int = 10
     original_query_weight: float = 0.5
-    threads: int = 2
+    threads: int = field(default=2, metadata={"help": "Search threads (BM25)."})
     # Rocchio pseudo-relevance feedback, with the defaults of Pyserini's LuceneSearcher.set_rocchio
     # (Anserini's SearchCollection has gamma 0.15; it only acts with use_negative, which is off).
-    rocchio: bool = False
+    rocchio: bool = field(default=False, metadata={
+        "help": "Rocchio pseudo-relevance feedback (Pyserini's defaults; not with --rm3).", "option": "--rocchio"})
     rocchio_top_fb_terms: int = 10
     rocchio_top_fb_docs: int = 10
     rocchio_bottom_fb_terms: int = 10
@@ -80,7 +83,9 @@ class BM25Options:
     rocchio_beta: float = 0.75
     rocchio_gamma: float = 0.0
     # Field-weighted BM25: {field: weight} over the index's sentence, title, document (and contents).
-    fields: dict[str, float] | None = None
+    fields: dict[str, float] | None = field(default=None, metadata={"help": (
+        "Field-weighted BM25 over the index's fields, e.g. sentence=1,title=0.5,document=0.2 (fields: sentence, "
+        "title, document, contents; not with --rm3/--rocchio)."), "option": "--fields"})
 
     def validate(self) -> None:
         if self.query_format not in QUERY_FORMATS:

@@ -1,0 +1,55 @@
+"""The options of search, query and serve: declared once, on the wings' options dataclasses, and generated."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import typer.main
+
+from corefsearch.cli import app
+from corefsearch.cli.options import BM25Args, FileBM25Args, ModelArgs, RoundArgs, expansion_options, search_setup
+from corefsearch.search.expansion import ExpansionOptions
+from corefsearch.search.retriever import RetrievalOptions
+from corefsearch.sparse.search import BM25Options
+
+# The options one command declares otherwise, on purpose (cli/options.py: FileBM25Args, ServeModelArgs, ...).
+OWN = {("serve", "retriever"), ("serve", "query_format"), ("query", "mention_encoder"), ("serve", "mention_encoder")}
+FILE_ONLY = {"threads", "rerank_batch_queries", "spans_out", "save_topics", "ray", "ray_workers", "ray_cpus_per_worker"}
+
+
+def options(command: str) -> dict[str, Any]:
+    click_app = typer.main.get_command(app)
+    return {param.name: param for param in click_app.commands[command].params}  # type: ignore[attr-defined]
+
+
+def test_the_defaults_on_the_command_line_are_the_wings_defaults() -> None:
+    setup = search_setup(["bm25"], BM25Args(), ModelArgs())
+    assert setup.bm25 == replace(BM25Options(), threads=1) and setup.reader is None
+    assert setup.retrieval == RetrievalOptions()
+    assert search_setup(["bm25"], FileBM25Args(), ModelArgs()).bm25 == BM25Options()
+    assert expansion_options(RoundArgs()) is None
+    assert expansion_options(RoundArgs(rounds=2)) == ExpansionOptions(rounds=2)
+
+
+def test_search_query_and_serve_take_each_shared_option_as_declared_once() -> None:
+    search, query, serve = options("search"), options("query"), options("serve")
+    shared = {name for name in search if name in serve} | {name for name in search if name in query}
+    assert {"query_format", "rm3", "fields", "retriever", "encoder", "backend", "reader", "rerank_k", "ef_search",
+            "rounds", "expand_head", "mention_encoder"} <= shared
+    for name in sorted(shared - {"index", "k", "help"}):
+        for command, params in (("query", query), ("serve", serve)):
+            if name not in params or (command, name) in OWN:
+                continue
+            a, b = search[name], params[name]
+            assert (a.opts, a.help, a.default, a.is_flag) == (b.opts, b.help, b.default, b.is_flag), (command, name)
+    assert set(search) >= FILE_ONLY and not FILE_ONLY & (set(query) | set(serve))
+    for command, name in OWN:
+        assert options(command)[name].help != search[name].help, (command, name)
+
+
+def test_the_help_comes_from_the_options_dataclasses() -> None:
+    fields = BM25Options.__dataclass_fields__
+    assert options("search")["rm3"].help == fields["rm3"].metadata["help"]
+    assert options("query")["expand_head"].help == ExpansionOptions.__dataclass_fields__["head"].metadata["help"]
+    assert options("serve")["query_format"].help.startswith(fields["query_format"].metadata["help"])
