@@ -28,17 +28,12 @@ from typer.testing import CliRunner
 from corefsearch.base.errors import InputError
 from corefsearch.cli import app
 from corefsearch.cluster.agglomerative import cluster_dense
+from corefsearch.cluster.batches import hard_topic_batches, topic_batches
 from corefsearch.cluster.encoder import cluster_vectors, split_records, threshold_grid, threshold_sweep
-from corefsearch.cluster.loss import contrastive_loss
+from corefsearch.cluster.loss import batch_contrastive_loss, contrastive_loss
 from corefsearch.cluster.model import ClustererConfig, MentionEncoder
 from corefsearch.cluster.run import cluster_dataset
-from corefsearch.cluster.train import (
-    ClustererTrainingArguments,
-    batch_contrastive_loss,
-    hard_topic_batches,
-    topic_batches,
-    train_clusterer,
-)
+from corefsearch.cluster.train import ClustererTrainingArguments, train_clusterer
 from corefsearch.training import seed_everything
 from corefsearch.training.checkpoint import work_dir_for
 
@@ -260,13 +255,13 @@ def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_encoder(tiny_bas
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The clusterer's resume test (the loop's contract is test_training_loop.py's): Ctrl-C inside
     step 3 (after its forward pass), then the same command again, ends with the very same folder."""
-    import corefsearch.cluster.train as train
+    import corefsearch.cluster.loss as loss
 
     args = tiny_args(tiny_base, epochs=2)
     whole = train_clusterer(dataset, tmp_path / "whole", args)
 
     out = tmp_path / "resumed"
-    monkeypatch.setattr(train, "contrastive_loss", Interrupt(train.contrastive_loss, 3))
+    monkeypatch.setattr(loss, "contrastive_loss", Interrupt(loss.contrastive_loss, 3))
     with pytest.raises(KeyboardInterrupt):
         train_clusterer(dataset, out, args)
     monkeypatch.undo()
@@ -401,7 +396,7 @@ def test_remined_topic_batches_gather_nearest_mentions_partition_each_topic_and_
 @pytest.mark.parametrize("objective", ["topic-batch", "pairs"])
 def test_remine_negatives_mines_each_later_epoch_keeps_it_for_resume_and_round_trips(
         objective: str, tiny_base: Path, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import corefsearch.cluster.train as train
+    import corefsearch.cluster.loss as loss
 
     args = tiny_args(tiny_base, objective=objective, epochs=2, batch_size=4, remine_negatives=True)
     messages: list[str] = []
@@ -418,7 +413,7 @@ def test_remine_negatives_mines_each_later_epoch_keeps_it_for_resume_and_round_t
     out = tmp_path / "resumed"
     step = whole.steps_per_epoch + 2
     loss_name = "batch_contrastive_loss" if objective == "topic-batch" else "contrastive_loss"
-    monkeypatch.setattr(train, loss_name, Interrupt(getattr(train, loss_name), step))
+    monkeypatch.setattr(loss, loss_name, Interrupt(getattr(loss, loss_name), step))
     with pytest.raises(KeyboardInterrupt):
         train_clusterer(dataset, out, args)
     monkeypatch.undo()

@@ -184,13 +184,13 @@ def test_ctrl_c_mid_step_then_rerun_ends_with_the_uninterrupted_model(tiny_base:
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The retriever's resume test (the loop's contract is test_training_loop.py's): Ctrl-C inside
     step 5 (after its forward pass), then the same command again, ends with the very same folder."""
-    import corefsearch.dense.train as train
+    import corefsearch.dense.loss as loss
 
     args = retriever_args(tiny_base, epochs=2)
     whole = train_retriever(tiny_dataset, tmp_path / "whole", args, log=lambda _: None)
 
     out = tmp_path / "resumed"
-    monkeypatch.setattr(train, "in_batch_nll", Interrupt(train.in_batch_nll, 5))
+    monkeypatch.setattr(loss, "in_batch_nll", Interrupt(loss.in_batch_nll, 5))
     with pytest.raises(KeyboardInterrupt):
         train_retriever(tiny_dataset, out, args, log=lambda _: None)
     monkeypatch.undo()
@@ -283,14 +283,14 @@ def test_re_mined_negatives_change_only_when_the_encoder_changes(tiny_base: Path
 
 def test_refreshed_negatives_are_kept_so_a_resumed_run_ends_with_the_uninterrupted_model(
         tiny_base: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import corefsearch.dense.train as train
+    import corefsearch.dense.loss as loss
 
     args = retriever_args(tiny_base, epochs=3, hard_negatives=3, refresh_negatives=True)
     messages: list[str] = []
     whole = train_retriever(tiny_dataset, tmp_path / "whole", args, log=messages.append)
     assert [m.split(":")[0] for m in messages if "re-mining" in m] == ["Epoch 2", "Epoch 3"]
     out = tmp_path / "resumed"
-    monkeypatch.setattr(train, "in_batch_nll", Interrupt(train.in_batch_nll, 9))  # inside epoch 2 (6 steps each)
+    monkeypatch.setattr(loss, "in_batch_nll", Interrupt(loss.in_batch_nll, 9))  # inside epoch 2 (6 steps each)
     with pytest.raises(KeyboardInterrupt):
         train_retriever(tiny_dataset, out, args, log=lambda _: None)
     monkeypatch.undo()

@@ -29,10 +29,12 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run, write_run
+from corefsearch.reader.batches import epoch_examples
 from corefsearch.reader.inputs import pair_windows, tokenize_passage, window_starts
+from corefsearch.reader.loss import example_loss
 from corefsearch.reader.read import Reader
 from corefsearch.reader.spans import top_spans
-from corefsearch.reader.train import epoch_examples, example_loss, train_reader
+from corefsearch.reader.train import train_reader
 from corefsearch.training.checkpoint import work_dir_for
 
 runner = CliRunner()

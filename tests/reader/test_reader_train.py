@@ -23,6 +23,9 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_run
+from corefsearch.reader.batches import epoch_examples, example_windows
+from corefsearch.reader.inputs import length_buckets
+from corefsearch.reader.loss import example_loss
 from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
 from corefsearch.reader.train import (
@@ -31,10 +34,6 @@ from corefsearch.reader.train import (
     ReaderTrainingArguments,
     _load_data,
     chosen_fusion,
-    epoch_examples,
-    example_loss,
-    example_windows,
-    length_buckets,
     train_reader,
 )
 

@@ -25,6 +25,7 @@ from corefsearch.base.model_card import model_card
 from corefsearch.base.schema import Query
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
+from corefsearch.dense.arguments import RetrieverTrainingArguments
 from corefsearch.dense.model import BiEncoder, RetrieverConfig
 from corefsearch.io.trec import read_run
 
@@ -337,7 +338,7 @@ def test_model_card_names_the_default_base_model_for_the_hub() -> None:
     record = {"options": {"base_model": None, "pooling": "cls", "markers": True, "max_query_len": 64},
               "dataset": "/data/ecb", "passages_sha256": "sha256:abc", "device": "cpu", "created": "2025-01-01",
               "versions": {"corefsearch": "0.1.0"}, "best_epoch": None, "selection_metric": None}
-    card = model_card("retriever", "models/retriever", record, [],
+    card = model_card(RetrieverTrainingArguments, "models/retriever", record, [],
                       {"options": {"passage": "sentence", "source": {"format": "ecbplus", "mention_type": "event",
                                                                      "input": "ECB+"}}})
     meta = front_matter(card)

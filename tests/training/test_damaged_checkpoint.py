@@ -56,11 +56,11 @@ class CtrlC:
 @pytest.fixture(scope="module")
 def interrupted(tiny_base: Path, tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The working folder of a run interrupted in its eighth step (12 in all, 6 an epoch)."""
-    import corefsearch.dense.train as dense_train
+    import corefsearch.dense.loss as dense_loss
 
     out = tmp_path_factory.mktemp("interrupted") / "model"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dense_train, "in_batch_nll", CtrlC(dense_train.in_batch_nll, 8))
+        patch.setattr(dense_loss, "in_batch_nll", CtrlC(dense_loss.in_batch_nll, 8))
         result = train(tiny_dataset, tiny_base, out)
     assert result.exit_code == 130, result.output
     work = work_dir_for(out)

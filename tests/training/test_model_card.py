@@ -10,7 +10,19 @@ from typing import Any
 import pytest
 from huggingface_hub import ModelCard
 
-from corefsearch.base.model_card import describe_base_model, model_card, options_in_effect, write_model_card
+from corefsearch.base.model_card import describe_base_model, model_card, write_model_card
+from corefsearch.cluster.arguments import ClustererTrainingArguments
+from corefsearch.dense.arguments import RetrieverTrainingArguments
+from corefsearch.reader.arguments import ReaderTrainingArguments
+from corefsearch.training import TrainingArguments
+
+TRAINERS: dict[str, type[TrainingArguments]] = {"retriever": RetrieverTrainingArguments,
+                                                "reader": ReaderTrainingArguments,
+                                                "clusterer": ClustererTrainingArguments}
+
+
+def options_in_effect(kind: str, record: dict[str, Any]) -> dict[str, Any]:
+    return TRAINERS[kind].options_in_effect(record)
 
 
 def record(options: dict[str, Any], counts: dict[str, Any] | None = None, *, dev: bool = True,
@@ -26,10 +38,11 @@ def test_a_retriever_without_an_index_lists_no_hard_negatives() -> None:
     assert "hard_negatives" not in options_in_effect("retriever", record(options, index=None))
     with_index = record(options, index="/home/me/work/idx")
     assert options_in_effect("retriever", with_index)["hard_negatives"] == 20
-    card = model_card("retriever", "/home/me/models/r", with_index, [])
+    card = model_card(TRAINERS["retriever"], "/home/me/models/r", with_index, [])
     assert "BM25 hard negatives from the Lucene index `idx`" in card and "/home/me" not in card
     # An index and 0 hard negatives: the index was not used.
-    card = model_card("retriever", "r", record({**options, "hard_negatives": 0}, index="/home/me/work/idx"), [])
+    card = model_card(RetrieverTrainingArguments, "r", record({**options, "hard_negatives": 0},
+                                                              index="/home/me/work/idx"), [])
     assert "| hard_negatives | 0 |" in card and "Lucene index" not in card
 
 
@@ -84,17 +97,18 @@ def base_folder(path: Path, card: str | None) -> Path:
 
 def test_the_licence_is_the_base_models_and_unknown_when_no_card_gives_it(tmp_path: Path) -> None:
     licensed = base_folder(tmp_path / "my-bert", "---\nlicense: mit\n---\n# A BERT\n")
-    card = model_card("reader", str(tmp_path / "out" / "reader"),
+    card = model_card(TRAINERS["reader"], str(tmp_path / "out" / "reader"),
                       record({"base_model": str(licensed), "head": "dpr"}), [])
     data = ModelCard(card).data
     assert data.license == "mit" and data.base_model is None  # a local folder: no hub id to link
     assert "| base_model | my-bert |" in card and str(tmp_path) not in card
     custom = base_folder(tmp_path / "custom", "---\nlicense: other\nlicense_name: acme-1\nlicense_link: LICENSE\n---\n")
-    data = ModelCard(model_card("reader", "reader", record({"base_model": str(custom), "head": "dpr"}), [])).data
+    data = ModelCard(model_card(ReaderTrainingArguments, "reader",
+                                record({"base_model": str(custom), "head": "dpr"}), [])).data
     assert (data.license, data.license_name, data.license_link) == ("other", "acme-1", "LICENSE")
     for readme in (None, "no front matter\n", "---\n- a list\n---\n", "---\ntags: [x]\n---\n"):
         bare = base_folder(tmp_path / f"bare{len(list(tmp_path.iterdir()))}", readme)
-        card = model_card("clusterer", "m", record({"base_model": str(bare)}), [])
+        card = model_card(TRAINERS["clusterer"], "m", record({"base_model": str(bare)}), [])
         assert ModelCard(card).data.license == "unknown" and "set it to the base model's" in card
 
 
@@ -119,7 +133,7 @@ def test_a_written_card_loads_with_the_hubs_card_classes(tmp_path: Path) -> None
     folder = tmp_path / ".reader.assembling"
     folder.mkdir()
     manifest = {"options": {"passage": "sentence", "source": {"format": "generic", "input": "/home/me/corpus"}}}
-    path = write_model_card(folder, "reader", record({"base_model": None, "head": "integrated"},
+    path = write_model_card(folder, TRAINERS["reader"], record({"base_model": None, "head": "integrated"},
                                                      run="/home/me/runs/bm25.trec"), [], manifest,
                             name=str(tmp_path / "models" / "ecb reader"))
     card = ModelCard.load(path)

@@ -5,15 +5,20 @@ Kept apart from ``train.py`` so that the command line reads them without importi
 
 from __future__ import annotations
 
+import json
 import math
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.model_card import BaseModel, CardText, usage_lines
 from corefsearch.cluster.loss import DEFAULT_MARGIN
 from corefsearch.training.arguments import (
     TrainingArguments,
     at_least_one,
+    count,
     not_negative,
     one_of,
     override,
@@ -69,6 +74,7 @@ class ClustererTrainingArguments(TrainingArguments):
     encode_batch_size: int = field(default=64, metadata={"cli": False})
 
     kind = "clusterer"
+    dev_options = ("scope",)
     run_only = (*TrainingArguments.run_only, "encode_batch_size")
     options_order = ("base_model", "objective", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
                      "margin", "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k",
@@ -116,3 +122,61 @@ class ClustererTrainingArguments(TrainingArguments):
         from corefsearch.cluster.model import ClustererConfig
 
         return ClustererConfig(max_length=self.max_length, mlp_hidden=self.mlp_hidden, mlp_out=self.mlp_out)
+
+    @classmethod
+    def unused_options(cls, record: Mapping[str, Any]) -> set[str]:
+        """Also the pair options under the ``topic-batch`` objective, ``hard_negatives_k`` without negatives,
+        and a ``max_positives_per_cluster`` no cluster reached."""
+        unused = super().unused_options(record)
+        options: Mapping[str, Any] = record.get("options") or {}
+        counts: Mapping[str, Any] = record.get("counts") or {}
+        if options.get("objective") == "topic-batch":
+            unused |= {"negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k"}
+        if options.get("negatives_per_positive") == 0:
+            unused.add("hard_negatives_k")
+        positives, coreferent = count(counts.get("positive_pairs")), count(counts.get("coreferent_pairs"))
+        if positives is not None and coreferent is not None and positives >= coreferent:
+            unused.add("max_positives_per_cluster")
+        return unused
+
+    @classmethod
+    def card_text(cls, record: Mapping[str, Any], base: BaseModel, folder_name: str) -> CardText:
+        options: Mapping[str, Any] = record.get("options") or {}
+        tau, beta = record.get("threshold"), record.get("lemma_weight")
+        what = (f"A contrastive mention encoder (Hsu & Horwood 2022) trained with `corefsearch train clusterer` on "
+                f"{base.description}: `[MLP(CLS) ; MLP(sum of the mention's tokens)]`, unit length, contrastive loss "
+                f"with margin {options.get('margin')}"
+                + (" over every pair of batches of one topic's mentions" if options.get("objective") == "topic-batch"
+                   else " over drawn mention pairs")
+                + "; mentions are clustered by average linkage on cosine distance, "
+                + (f"stopping at τ = {tau:g} (picked on dev)" if tau is not None else
+                   "with a threshold τ to give (no dev split picked one)")
+                + (f"; two mentions with the same head lemma are β = {beta:g} closer (picked on dev)."
+                   if beta else "."))
+        return CardText("transformers", "feature-extraction",
+                        "corefsearch mention encoder (contrastive, for coreference clustering)",
+                        ["corefsearch", "cross-document-coreference", "coreference-clustering", "feature-extraction"],
+                        what, _usage(folder_name))
+
+
+def _usage(folder_name: str) -> list[str]:
+    shell, literal = shlex.quote(folder_name), json.dumps(folder_name, ensure_ascii=False)
+    intended = (
+        "Cross-document coreference clustering of gold mentions: each mention is read once (the first two "
+        "sentences of its document + its sentence with the mention between `[E]` and `[/E]`), and the vectors are "
+        "clustered agglomeratively. It was trained and selected on the dataset above only; on other domains or "
+        "mention types, measure it before relying on it.")
+    return usage_lines(intended, folder_name, [
+        "```bash",
+        f"corefsearch cluster DATASET --method encoder --model {shell} --out clusters.jsonl --scope topic",
+        "```",
+        "",
+        "```python",
+        "from corefsearch.cluster.model import MentionEncoder",
+        "",
+        f"encoder = MentionEncoder.load({literal})  # encoder, tokenizer, heads and config (threshold)",
+        "```",
+        "",
+        "The encoder and its tokenizer (with `[E]`/`[/E]`) are a plain Hugging Face folder; the two MLPs "
+        "(`clusterer_head.safetensors`) and the settings (`corefsearch_clusterer.json`) are corefsearch's.",
+    ])

@@ -43,7 +43,6 @@ mention encoder (``model.py``), ``training_args.json``, ``dev_curve.json`` and a
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +53,9 @@ import numpy as np
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
 from corefsearch.cluster.arguments import ClustererTrainingArguments
+from corefsearch.cluster.batches import hard_topic_batches, topic_batches
 from corefsearch.cluster.inputs import MentionRecord
-from corefsearch.cluster.loss import contrastive_loss
+from corefsearch.cluster.loss import pair_batch_loss, topic_batch_loss
 from corefsearch.cluster.model import MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, coreferent_pairs, training_pairs
 from corefsearch.datasets.dataset import Dataset
@@ -68,6 +68,7 @@ from corefsearch.training import (
     Run,
     TrainingSummary,
     TrainingTask,
+    epoch_rng,
     start_run,
 )
 
@@ -217,89 +218,6 @@ def train_clusterer(dataset_dir: Path, out: Path, args: ClustererTrainingArgumen
     return run.summary(result, ClustererExtras(len(train), len(pairs), task.saved_threshold))
 
 
-def epoch_rng(seed: int, epoch: int) -> random.Random:
-    """The generator of an epoch's order (both objectives): a function of the seed and the epoch only, so a
-    resumed run regenerates the batches it skips."""
-    return random.Random(seed * 1_000_003 + epoch)
-
-
-def topic_batches(records: Sequence[MentionRecord], size: int, seed: int, epoch: int) -> list[list[str]]:
-    """The ``topic-batch`` objective's batches of ``epoch``: each train topic's mentions (records without a
-    topic form one pool) in a seeded order of their clusters (members kept together, in id order), cut into
-    ``ceil(n / size)`` batches of near-equal size; the batches of all topics in a seeded order. The number
-    of batches depends on the topic sizes only, so every epoch has as many."""
-    topics: dict[str, dict[str, list[str]]] = {}
-    for r in sorted(records, key=lambda r: r.mention_id):
-        topics.setdefault(r.topic or "", {}).setdefault(r.cluster_id, []).append(r.mention_id)
-    rng = epoch_rng(seed, epoch)
-    batches: list[list[str]] = []
-    for topic in sorted(topics):
-        order = sorted(topics[topic])
-        rng.shuffle(order)
-        mentions = [m for cluster_id in order for m in topics[topic][cluster_id]]
-        count = math.ceil(len(mentions) / size)
-        cuts = [round(i * len(mentions) / count) for i in range(count + 1)]
-        batches += [mentions[cuts[i]:cuts[i + 1]] for i in range(count)]
-    rng.shuffle(batches)
-    return batches
-
-
-def hard_topic_batches(records: Sequence[MentionRecord], vectors: np.ndarray, size: int, seed: int,
-                       epoch: int) -> list[list[str]]:
-    """The ``topic-batch`` batches of ``epoch`` re-mined with the encoder (``--remine-negatives``): each
-    topic's mentions are cut into as many batches, of the same sizes, as :func:`topic_batches` makes, but a
-    batch gathers a mention (drawn in a seeded order) with its nearest mentions of the topic not yet in a
-    batch (cosine of ``vectors``, the unit vectors of ``records`` in order; ties by mention id). A batch
-    then holds the mentions the encoder confuses: their coreferent ones and the hard negatives. The
-    batches depend on the vectors, the seed and the epoch only."""
-    topics: dict[str, list[int]] = {}
-    order = sorted(range(len(records)), key=lambda i: records[i].mention_id)
-    for i in order:
-        topics.setdefault(records[i].topic or "", []).append(i)
-    rng = epoch_rng(seed, epoch)
-    batches: list[list[str]] = []
-    for topic in sorted(topics):
-        rows = topics[topic]
-        similarity = vectors[rows] @ vectors[rows].T
-        count = math.ceil(len(rows) / size)
-        cuts = [round(i * len(rows) / count) for i in range(count + 1)]
-        seeds = list(range(len(rows)))
-        rng.shuffle(seeds)
-        left = np.ones(len(rows), dtype=bool)
-        for b in range(count):
-            first = next(i for i in seeds if left[i])
-            candidates = np.flatnonzero(left)
-            # nearest first; the drawn mention itself leads (a unit vector is nearest to itself)
-            ranked = candidates[np.lexsort((candidates, -similarity[first, candidates]))]
-            chosen = [first] + [int(j) for j in ranked if j != first][:cuts[b + 1] - cuts[b] - 1]
-            left[chosen] = False
-            batches.append([records[rows[j]].mention_id for j in chosen])
-    rng.shuffle(batches)
-    return batches
-
-
-def batch_contrastive_loss(vectors: torch.Tensor, cluster_ids: Sequence[str], margin: float) -> torch.Tensor:
-    """The contrastive loss over every pair of a batch's mention ``vectors``: the mean over the coreferent
-    pairs plus the mean over the others (either mean left out when the batch has no such pair; zero, with a
-    gradient of zero, for a batch of one mention)."""
-    import torch
-
-    n = len(cluster_ids)
-    first, second = torch.triu_indices(n, n, offset=1, device=vectors.device)
-    codes = {c: i for i, c in enumerate(dict.fromkeys(cluster_ids))}
-    ids = torch.tensor([codes[c] for c in cluster_ids], device=vectors.device)
-    labels = (ids[first] == ids[second]).long()
-    losses = contrastive_loss(vectors[first], vectors[second], labels, margin, reduction="none")
-    # Zero, but on the graph: a batch without pairs (a topic with one train mention, as when a train cluster
-    # of MEANTIME entities has a mention in a dev document) has nothing to learn and must not stop the run.
-    total = vectors.sum() * 0.0
-    for label in (1, 0):
-        chosen = labels == label
-        if bool(chosen.any()):
-            total = total + losses[chosen].mean()
-    return total
-
-
 def best_threshold(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> float | None:
     """τ of the kept epoch's dev entry (None without dev scores)."""
     entry = next((e for e in dev_curve if e["epoch"] == best_epoch), None)
@@ -375,20 +293,9 @@ class ClustererTask(TrainingTask):
         return mined
 
     def loss(self, batch: list[MentionPair] | list[str]) -> torch.Tensor:
-        import torch
-
         if self.args.objective == "topic-batch":
-            mentions = [self.records[m] for m in batch]  # type: ignore[index]
-            return batch_contrastive_loss(self.encoder.forward(mentions), [r.cluster_id for r in mentions],
-                                          self.args.margin)
-        unique = list(dict.fromkeys(m for pair in batch for m in (pair.first, pair.second)))
-        row = {mention_id: i for i, mention_id in enumerate(unique)}
-        vectors = self.encoder.forward([self.records[m] for m in unique])
-        device = vectors.device
-        first = torch.tensor([row[p.first] for p in batch], device=device)
-        second = torch.tensor([row[p.second] for p in batch], device=device)
-        labels = torch.tensor([p.label for p in batch], device=device)
-        return contrastive_loss(vectors[first], vectors[second], labels, self.args.margin)
+            return topic_batch_loss(self.encoder, [self.records[m] for m in batch], self.args.margin)  # type: ignore[index]
+        return pair_batch_loss(self.encoder, self.records, batch, self.args.margin)  # type: ignore[arg-type]
 
     def baseline(self) -> dict[str, Any] | None:
         scores = self.dev_metrics()
@@ -424,4 +331,4 @@ class ClustererTask(TrainingTask):
         write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.base.model_card import write_model_card
 
-        write_model_card(folder, "clusterer", record, result.dev_curve, self.run.manifest, name=str(self.run.out))
+        write_model_card(folder, self.args, record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -12,7 +12,6 @@ epoch it was interrupted in, in the same order, and skips the batches already do
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Protocol
 
 from corefsearch.base.schema import Query
 from corefsearch.io.trec import read_qrels
+from corefsearch.training.common import epoch_rng
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def epoch_examples(queries: Sequence[Query], relevant: Mapping[str, Sequence[str
                    hard_negatives: Mapping[str, Sequence[str]], positives_per_query: int | None,
                    seed: int, epoch: int) -> list[TrainingExample]:
     """The shuffled examples of one epoch (the same for the same seed and epoch)."""
-    rng = random.Random(seed * 1_000_003 + epoch)
+    rng = epoch_rng(seed, epoch)
     examples = []
     for query in queries:
         positives = list(relevant.get(query.id, ()))

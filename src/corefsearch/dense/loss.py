@@ -9,10 +9,16 @@ relevant to the query (another mention of its cluster, or the query's own passag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from corefsearch.dense.examples import StoredPassage, TrainingExample, layout_batch
 
 if TYPE_CHECKING:
     import torch
+
+    from corefsearch.dense.arguments import RetrieverTrainingArguments
+    from corefsearch.dense.model import BiEncoder
 
 
 def in_batch_nll(query_vectors: torch.Tensor, passage_vectors: torch.Tensor, positive_index: torch.Tensor,
@@ -33,3 +39,22 @@ def in_batch_nll(query_vectors: torch.Tensor, passage_vectors: torch.Tensor, pos
         keep_positive[rows, positive_index] = True
         scores = scores.masked_fill(mask.to(torch.bool) & ~keep_positive, float("-inf"))
     return torch.nn.functional.cross_entropy(scores, positive_index)
+
+
+def batch_loss(model: BiEncoder, batch: Sequence[TrainingExample], relevant: dict[str, list[str]],
+               clusters: dict[str, frozenset[str]], store: dict[str, StoredPassage],
+               args: RetrieverTrainingArguments) -> torch.Tensor:
+    """:func:`in_batch_nll` of a batch of examples: the queries encoded with their mention marked, the batch's
+    passages each once (:func:`~corefsearch.dense.examples.layout_batch`), passages of the query's cluster masked."""
+    import torch
+
+    layout = layout_batch(batch, relevant, clusters)
+    query_inputs = model.query_encoder.query_batch([e.query for e in batch], args.max_query_len)
+    passage_inputs = model.passage_encoder.passage_batch([store[pid].title for pid in layout.passage_ids],
+                                                         [store[pid].text for pid in layout.passage_ids],
+                                                         args.max_passage_len)
+    query_vectors = model.query_encoder.forward(query_inputs)
+    passage_vectors = model.passage_encoder.forward(passage_inputs)
+    positive = torch.tensor(layout.positive_index, dtype=torch.long, device=query_vectors.device)
+    mask = torch.tensor(layout.mask, dtype=torch.bool, device=query_vectors.device)
+    return in_batch_nll(query_vectors, passage_vectors, positive, mask)

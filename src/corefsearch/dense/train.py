@@ -51,10 +51,9 @@ from corefsearch.dense.examples import (
     batches,
     epoch_examples,
     examples_per_epoch,
-    layout_batch,
     read_relevant,
 )
-from corefsearch.dense.loss import in_batch_nll
+from corefsearch.dense.loss import batch_loss
 from corefsearch.dense.model import BiEncoder
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
@@ -209,7 +208,7 @@ class RetrieverTask(TrainingTask):
         return mined
 
     def loss(self, batch: Sequence[TrainingExample]) -> torch.Tensor:
-        return _batch_loss(self.model, batch, self.relevant, self.clusters, self.store, self.args)
+        return batch_loss(self.model, batch, self.relevant, self.clusters, self.store, self.args)
 
     def baseline(self) -> dict[str, Any] | None:
         assert self.dev is not None
@@ -250,7 +249,7 @@ class RetrieverTask(TrainingTask):
         write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.base.model_card import write_model_card
 
-        write_model_card(folder, "retriever", record, curve, self.run.manifest, name=str(self.run.out))
+        write_model_card(folder, self.args, record, curve, self.run.manifest, name=str(self.run.out))
 
 
 # --- pieces of the run -------------------------------------------------------------------------------
@@ -333,23 +332,6 @@ def _unique_encoders(model: BiEncoder) -> list[Any]:
 
 def _weights(encoder: Any) -> dict[str, Any]:
     return {name: tensor.detach().cpu() for name, tensor in encoder.model.state_dict().items()}
-
-
-def _batch_loss(model: BiEncoder, batch: Sequence[TrainingExample], relevant: dict[str, list[str]],
-                clusters: dict[str, frozenset[str]], store: dict[str, StoredPassage],
-                args: RetrieverTrainingArguments) -> torch.Tensor:
-    import torch
-
-    layout = layout_batch(batch, relevant, clusters)
-    query_inputs = model.query_encoder.query_batch([e.query for e in batch], args.max_query_len)
-    passage_inputs = model.passage_encoder.passage_batch([store[pid].title for pid in layout.passage_ids],
-                                                         [store[pid].text for pid in layout.passage_ids],
-                                                         args.max_passage_len)
-    query_vectors = model.query_encoder.forward(query_inputs)
-    passage_vectors = model.passage_encoder.forward(passage_inputs)
-    positive = torch.tensor(layout.positive_index, dtype=torch.long, device=query_vectors.device)
-    mask = torch.tensor(layout.mask, dtype=torch.bool, device=query_vectors.device)
-    return in_batch_nll(query_vectors, passage_vectors, positive, mask)
 
 
 # --- dev evaluation --------------------------------------------------------------------------------

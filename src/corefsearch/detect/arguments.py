@@ -5,9 +5,13 @@ Kept apart from ``train.py`` so that the command line reads them without importi
 
 from __future__ import annotations
 
+import json
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.model_card import BaseModel, CardText, usage_lines
 from corefsearch.base.schema import MENTION_TYPES
 from corefsearch.detect.model import MAX_LENGTH, STRIDE
 from corefsearch.training.arguments import TrainingArguments, at_least_one, one_of, override
@@ -56,3 +60,34 @@ class DetectorTrainingArguments(TrainingArguments):
 
         return DetectorConfig(types=self.types(), max_length=self.max_length, stride=self.stride,
                               tagging=self.tagging)
+
+    @classmethod
+    def card_text(cls, record: Mapping[str, Any], base: BaseModel, folder_name: str) -> CardText:
+        options: Mapping[str, Any] = record.get("options") or {}
+        what = (f"A mention detector trained with `corefsearch train detector` on {base.description}: one BIO tag "
+                f"sequence per mention type ({', '.join(options.get('types') or [])}) over the encoder's tokens, "
+                "picked on dev by strict mention F1.")
+        return CardText("transformers", "token-classification", "corefsearch mention detector (BIO tagging)",
+                        ["corefsearch", "cross-document-coreference", "mention-detection", "token-classification"],
+                        what, _usage(folder_name))
+
+
+def _usage(folder_name: str) -> list[str]:
+    shell, literal = shlex.quote(folder_name), json.dumps(folder_name, ensure_ascii=False)
+    intended = (
+        "Mention detection in plain text: each token of a passage is tagged B, I or O once per mention type, "
+        "and the tagged spans are the predicted mentions that `cluster --mentions predicted` and the search "
+        "features read. It was trained and selected on the fully annotated passages of the dataset above only; "
+        "on other domains, measure it (`corefsearch evaluate --mentions`) before relying on it.")
+    return usage_lines(intended, folder_name, [
+        "```bash",
+        f"corefsearch detect DATASET --model {shell}",
+        "```",
+        "",
+        "```python",
+        "from corefsearch.detect.model import MentionDetector",
+        "",
+        f"detector = MentionDetector.load({literal})",
+        'detector.detect(["A fire broke out at the plant on Monday."])  # [[(start, end, type, score), ...]]',
+        "```",
+    ])

@@ -13,7 +13,6 @@ passages are detected and the strict mention F1 over all types picks the epoch k
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from corefsearch.training import (
     Run,
     TrainingSummary,
     TrainingTask,
+    epoch_rng,
     start_run,
 )
 
@@ -159,7 +159,7 @@ class DetectorTask(TrainingTask):
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         order = list(range(len(self.train.passages)))
-        random.Random(self.args.seed * 1_000_003 + epoch).shuffle(order)
+        epoch_rng(self.args.seed, epoch).shuffle(order)
         size = self.args.batch_size
         return [order[i:i + size] for i in range(0, len(order), size)]
 
@@ -187,4 +187,4 @@ class DetectorTask(TrainingTask):
         write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.base.model_card import write_model_card
 
-        write_model_card(folder, "detector", record, result.dev_curve, self.run.manifest, name=str(self.run.out))
+        write_model_card(folder, self.args, record, result.dev_curve, self.run.manifest, name=str(self.run.out))

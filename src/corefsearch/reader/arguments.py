@@ -5,10 +5,22 @@ Kept apart from ``train.py`` so that the command line reads them without importi
 
 from __future__ import annotations
 
+import json
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from corefsearch.training.arguments import TrainingArguments, at_least_one, finite_positive, one_of, override
+from corefsearch.base.model_card import BaseModel, CardText, base_name, usage_lines
+from corefsearch.training.arguments import (
+    TrainingArguments,
+    at_least_one,
+    finite_positive,
+    one_of,
+    override,
+    scored_on_dev,
+    unreached,
+)
 
 if TYPE_CHECKING:
     from corefsearch.reader.model import ReaderConfig
@@ -46,6 +58,7 @@ class ReaderTrainingArguments(TrainingArguments):
     dev_rerank_k: int = field(default=50, metadata={"help": "Dev: re-rank the run's top N."})
 
     kind = "reader"
+    dev_options = ("dev_max_queries", "dev_rerank_k")
     options_order = ("head", "base_model", "markers", "epochs", "batch_size", "lr", "head_lr", "weight_decay",
                      "warmup", "negatives", "negatives_from", "span_weight", "ranking_loss", "max_length",
                      "max_query_len", "doc_stride", "max_span_len", "hidden", "top_spans", "seed", "max_steps",
@@ -69,3 +82,62 @@ class ReaderTrainingArguments(TrainingArguments):
         return ReaderConfig(head=self.head, markers=self.markers, max_length=self.max_length,
                             max_query_len=self.max_query_len, doc_stride=self.doc_stride,
                             max_span_len=self.max_span_len, hidden=self.hidden, top_spans=self.top_spans)
+
+    @classmethod
+    def unused_options(cls, record: Mapping[str, Any]) -> set[str]:
+        """Also limits the run did not reach (``max_train_queries``, ``dev_max_queries``) and the integrated
+        head's options on a ``dpr`` reader."""
+        unused = super().unused_options(record)
+        options: Mapping[str, Any] = record.get("options") or {}
+        counts: Mapping[str, Any] = record.get("counts") or {}
+        if scored_on_dev(record) and unreached(options.get("dev_max_queries"), counts.get("dev_queries")):
+            unused.add("dev_max_queries")
+        if unreached(options.get("max_train_queries"), counts.get("train_queries")):
+            unused.add("max_train_queries")
+        if options.get("head") == "dpr":
+            unused |= {"hidden", "top_spans"}
+        return unused
+
+    @classmethod
+    def card_text(cls, record: Mapping[str, Any], base: BaseModel, folder_name: str) -> CardText:
+        options: Mapping[str, Any] = record.get("options") or {}
+        what = (f"A cross-encoder reader trained with `corefsearch train reader` on {base.description}: the "
+                f"`{options.get('head')}` head re-scores each retrieved passage and marks its coreferring span.")
+        inputs = ([f"- Retrieved candidates: the run `{base_name(record['run'])}` (`{record.get('run_sha256')}`)"]
+                  if record.get("run") else [])
+        title = f"corefsearch reader ({options.get('head', 'integrated')} head)"
+        return CardText("transformers", "text-ranking", title,
+                        ["corefsearch", "cross-document-coreference", "reranking", "span-extraction"], what,
+                        _usage(folder_name), inputs)
+
+
+def _usage(folder_name: str) -> list[str]:
+    shell, literal = shlex.quote(folder_name), json.dumps(folder_name, ensure_ascii=False)
+    intended = (
+        "Re-ranking the passages a retriever found for a marked mention, and marking the span in each passage "
+        "that corefers with it (cross-document coreference search). A cross-encoder over "
+        "`[query window ; passage]` with the mention between `[M]` and `[/M]`. It was trained and selected on "
+        "the dataset above only; on other domains or mention types, measure it before relying on it.")
+    return usage_lines(intended, folder_name, [
+        "With corefsearch:",
+        "",
+        "```bash",
+        f"corefsearch search --index INDEX --queries DATASET/queries/test.jsonl --out run.txt --reader {shell}",
+        "```",
+        "",
+        "```python",
+        "from corefsearch.reader.model import CrossEncoderReader",
+        "",
+        f"reader = CrossEncoderReader.load({literal})  # encoder, tokenizer, head and config",
+        "```",
+        "",
+        "The encoder and its tokenizer (with the marker tokens) are a plain Hugging Face folder; the head "
+        "(`reader_head.safetensors`) and its settings (`corefsearch_reader.json`) are corefsearch's:",
+        "",
+        "```python",
+        "from transformers import AutoModel, AutoTokenizer",
+        "",
+        f"tokenizer = AutoTokenizer.from_pretrained({literal})",
+        f"encoder = AutoModel.from_pretrained({literal})",
+        "```",
+    ])

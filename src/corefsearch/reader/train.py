@@ -37,14 +37,15 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
-from corefsearch.base.schema import Passage, Query
+from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file
 from corefsearch.reader.arguments import ReaderTrainingArguments
-from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
-from corefsearch.reader.model import CrossEncoderReader, ReaderOutput
+from corefsearch.reader.batches import ReaderData, ReaderExample, epoch_examples
+from corefsearch.reader.loss import example_loss
+from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
@@ -59,19 +60,9 @@ from corefsearch.training import (
 if TYPE_CHECKING:
     import torch
 
-    from corefsearch.reader.inputs import PairWindow
 
 SELECTION_METRIC = "MRR@10"
 RRF_METRIC = "MRR@10 rrf"  # the dev curve's MRR@10 of the reader's scores fused with the run's ranks
-PAIRWISE_MARGIN = 1.0  # softmax+pairwise: the positive should score this much above each negative
-
-
-@dataclass
-class ReaderExample:
-    query: Query
-    positive: str
-    gold: tuple[int, int]  # characters of the coreferring mention in the positive
-    negatives: list[str]
 
 
 @dataclass
@@ -83,22 +74,13 @@ class ReaderExtras:
     fusion_dev: dict[str, float] | None = None  # the kept epoch's dev MRR@10 per fusion (None: no dev queries)
 
 
-@dataclass
-class _Data:
-    train: list[Query]
-    dev: list[Query]
-    relevant: dict[str, set[str]]  # train and dev
-    ranked: dict[str, list[str]]  # the run, in rank order, the query's own passage left out
-    passages: dict[str, Passage]
-
-
 def _ranked(scores: dict[str, float]) -> list[str]:
     from corefsearch.evaluate.metrics import rank_documents
 
     return rank_documents(scores)
 
 
-def _load_data(dataset: Dataset, run_path: Path, args: ReaderTrainingArguments, log: Log) -> _Data:
+def _load_data(dataset: Dataset, run_path: Path, args: ReaderTrainingArguments, log: Log) -> ReaderData:
     run = read_run(run_path)
     queries: dict[str, list[Query]] = {}
     relevant: dict[str, set[str]] = {}
@@ -136,119 +118,10 @@ def _load_data(dataset: Dataset, run_path: Path, args: ReaderTrainingArguments, 
     if missing:
         raise InputError(f"{run_path} or the qrels name passages that are not in {dataset.passages_path} "
                          f"(e.g. {missing[0]}); was the run searched on another dataset?")
-    return _Data(train, dev, relevant, ranked, passages)
+    return ReaderData(train, dev, relevant, ranked, passages)
 
 
-def _gold_span(passage: Passage, cluster_id: str) -> tuple[int, int] | None:
-    spans = sorted((m.start, m.end) for m in passage.mentions if m.cluster_id == cluster_id)
-    return spans[0] if spans else None
-
-
-def epoch_examples(data: _Data, args: ReaderTrainingArguments, epoch: int) -> list[ReaderExample]:
-    """The shuffled examples of one epoch (the same for the same seed and epoch)."""
-    rng = random.Random(args.seed * 1_000_003 + epoch)
-    examples = []
-    for query in data.train:
-        gold = data.relevant[query.id]
-        retrieved = data.ranked[query.id]
-        found = [pid for pid in retrieved if pid in gold]
-        positives = [pid for pid in (found or sorted(gold)) if pid in data.passages
-                     and _gold_span(data.passages[pid], query.cluster_id) is not None]
-        negatives = [pid for pid in retrieved if pid not in gold and pid != query.passage_id
-                     and query.cluster_id not in {m.cluster_id for m in data.passages[pid].mentions}]
-        if not positives or not negatives:
-            continue
-        positive = rng.choice(positives)
-        chosen = rng.sample(negatives, min(args.negatives, len(negatives)))
-        span = _gold_span(data.passages[positive], query.cluster_id)
-        examples.append(ReaderExample(query, positive, span, chosen))  # type: ignore[arg-type]
-    rng.shuffle(examples)
-    return examples
-
-
-def example_windows(reader: Reader, example: ReaderExample,
-                    passages: dict[str, Passage]) -> tuple[list[PairWindow], tuple[int, int]] | None:
-    """The windows an example is read in (the positive's window that holds its gold span first, then
-    each negative's first window) and the gold span's window tokens; ``None`` when no window holds
-    the whole gold span (a mention longer than a window)."""
-    ids = [example.positive, *example.negatives]
-    windows_all = reader.windows(example.query, [(pid, passages[pid].text) for pid in ids])
-    for window in windows_all:
-        if window.passage == 0:
-            gold_tokens = window.token_span(*example.gold)
-            if gold_tokens is not None:
-                firsts: dict[int, PairWindow] = {}
-                for other in windows_all:
-                    firsts.setdefault(other.passage, other)
-                return [window, *(firsts[i] for i in range(1, len(ids)))], gold_tokens
-    return None
-
-
-def _passage_scores(model: CrossEncoderReader, output: ReaderOutput, windows: list[PairWindow],
-                    gold_row: int | None, gold_tokens: tuple[int, int]) -> torch.Tensor:
-    """The head's passage score of each window (the integrated head: of the gold span in the
-    positive's window ``gold_row``, of the best start/end span, as at inference, in the others)."""
-    import torch
-
-    if model.config.head == "dpr":
-        return model.head.select(output.hidden[:, 0]).squeeze(-1)
-    from corefsearch.reader.spans import top_spans
-
-    with torch.no_grad():  # the negatives' spans: the best start/end span, as at inference
-        starts, ends, _ = top_spans(output.start_logits, output.end_logits, output.n_tokens,
-                                    model.config.max_span_len, 1)
-    if gold_row is not None:  # the positive's: the gold mention
-        starts[gold_row, 0], ends[gold_row, 0] = gold_tokens[0], gold_tokens[1]
-    return model.coreference_scores(model.query_mention_vectors(output, windows),
-                                    model.span_vectors(output, starts, ends))[:, 0]
-
-
-def example_loss(reader: Reader, example: ReaderExample, passages: dict[str, Passage], span_weight: float = 1.0,
-                 ranking_loss: str = "softmax", overhead: int | None = PASS_OVERHEAD_TOKENS) -> torch.Tensor | None:
-    """``span_weight`` × (start + end cross-entropy of the gold span) + cross-entropy of picking the
-    positive (+ with ``ranking_loss="softmax+pairwise"`` the mean margin ranking loss of the positive
-    against each negative).
-
-    The positive is read in the window that holds its gold span, each negative in its first
-    window; the windows in the passes of :func:`length_buckets` (``overhead`` None: one pass padded
-    to the longest window; the loss is the same, padding being masked). ``None`` when no window
-    holds the whole gold span (a mention longer than a window)."""
-    import torch
-    import torch.nn.functional as F  # noqa: N812
-
-    prepared = example_windows(reader, example, passages)
-    if prepared is None:
-        return None
-    windows, gold_tokens = prepared
-    model = reader.model
-    groups = ([list(range(len(windows)))] if overhead is None
-              else length_buckets([len(w.input_ids) for w in windows], overhead))
-    scores: list[Any] = [None] * len(windows)
-    span_loss = None
-    for group in groups:
-        batch = [windows[i] for i in group]
-        output = model.forward(batch)
-        gold_row = group.index(0) if 0 in group else None
-        for row, score in zip(group, _passage_scores(model, output, batch, gold_row, gold_tokens), strict=True):
-            scores[row] = score
-        if gold_row is not None:
-            device = output.hidden.device
-            span_loss = (F.cross_entropy(output.start_logits[gold_row:gold_row + 1],
-                                         torch.tensor([gold_tokens[0]], device=device))
-                         + F.cross_entropy(output.end_logits[gold_row:gold_row + 1],
-                                           torch.tensor([gold_tokens[1]], device=device)))
-    assert span_loss is not None  # window 0 is in one of the groups
-    passage_scores = torch.stack(scores)
-    target = torch.zeros(1, dtype=torch.long, device=passage_scores.device)
-    loss = span_weight * span_loss + F.cross_entropy(passage_scores[None, :], target)
-    if ranking_loss == "softmax+pairwise":
-        negatives = passage_scores[1:]
-        loss = loss + F.margin_ranking_loss(passage_scores[0].expand_as(negatives), negatives,
-                                            torch.ones_like(negatives), margin=PAIRWISE_MARGIN)
-    return loss
-
-
-def evaluate_dev(reader: Reader, data: _Data, depth: int) -> dict[str, float]:
+def evaluate_dev(reader: Reader, data: ReaderData, depth: int) -> dict[str, float]:
     """Dev MRR@10 (trec_eval semantics) of the reader re-ranking the run's top ``depth``: by its
     score alone (``MRR@10``), and fused with the run's ranks by RRF as ``search --rerank-fusion
     rrf`` does (``MRR@10 rrf``; the same reader scores)."""
@@ -282,7 +155,7 @@ def chosen_fusion(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> tu
     return ("rrf" if dev["rrf"] > dev["reader"] else "reader"), dev
 
 
-def retriever_dev(data: _Data) -> dict[str, float]:
+def retriever_dev(data: ReaderData) -> dict[str, float]:
     """The run's own dev MRR@10 on the same queries: the reference a reader should beat."""
     from corefsearch.evaluate import evaluate_run
 
@@ -348,7 +221,7 @@ class ReaderTask(TrainingTask):
 
     selection_metric = SELECTION_METRIC
 
-    def __init__(self, *, model: CrossEncoderReader, args: ReaderTrainingArguments, data: _Data,
+    def __init__(self, *, model: CrossEncoderReader, args: ReaderTrainingArguments, data: ReaderData,
                  steps_per_epoch: int, run: Run) -> None:
         self.model, self.reader, self.args, self.data = model, Reader(model), args, data
         self.steps_per_epoch, self.run, self.log = steps_per_epoch, run, run.log
@@ -423,4 +296,4 @@ class ReaderTask(TrainingTask):
         write_manifest(folder / TRAINING_ARGS_FILE, record)
         from corefsearch.base.model_card import write_model_card
 
-        write_model_card(folder, "reader", record, result.dev_curve, self.run.manifest, name=str(self.run.out))
+        write_model_card(folder, self.args, record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -17,11 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from corefsearch.base.errors import InputError
 from corefsearch.base.precision import PRECISION_HELP
 from corefsearch.training.loop import LoopOptions
+
+if TYPE_CHECKING:
+    from corefsearch.base.model_card import BaseModel, CardText
 
 
 @dataclass
@@ -62,6 +65,47 @@ class TrainingArguments:
     #: declaration order. The trainers name theirs to keep their model folders as they were.
     options_order: ClassVar[tuple[str, ...]] = ()
 
+    #: Options that act only when dev scores the epochs: a card of a run without dev leaves them out.
+    dev_options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def unused_options(cls, record: Mapping[str, Any]) -> set[str]:
+        """The options of ``record`` (a ``training_args.json``) that took no effect, by the rules every trainer
+        shares: ``max_steps`` that did not stop the run early, ``epochs`` when ``max_steps`` stopped it before
+        its last epoch began, a ``warmup`` that came to no warm-up step (the loop's ``int(warmup × total
+        steps)``), and ``dev_options`` without dev scores. A trainer adds its own rules. A count an older
+        record lacks keeps its option listed."""
+        options: Mapping[str, Any] = record.get("options") or {}
+        counts: Mapping[str, Any] = record.get("counts") or {}
+        unused: set[str] = set()
+        steps_per_epoch, total_steps, epochs = (count(counts.get("steps_per_epoch")),
+                                                count(counts.get("total_steps")), count(options.get("epochs")))
+        planned = steps_per_epoch * epochs if steps_per_epoch is not None and epochs is not None else None
+        max_steps = options.get("max_steps")
+        if max_steps is None or (planned is not None and max_steps >= planned):  # the loop stops early only below
+            unused.add("max_steps")
+        if steps_per_epoch is not None and epochs is not None and total_steps is not None \
+                and total_steps <= steps_per_epoch * (epochs - 1):
+            unused.add("epochs")  # max_steps stopped the run before its last epoch began
+        warmup = options.get("warmup")
+        if isinstance(warmup, (int, float)) and warmup > 0 and total_steps is not None \
+                and int(warmup * total_steps) == 0:
+            unused.add("warmup")
+        if not scored_on_dev(record):
+            unused |= set(cls.dev_options)
+        return unused
+
+    @classmethod
+    def options_in_effect(cls, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of ``record`` that took effect, by name (what its model card lists)."""
+        unused = cls.unused_options(record)
+        return {name: value for name, value in sorted((record.get("options") or {}).items()) if name not in unused}
+
+    @classmethod
+    def card_text(cls, record: Mapping[str, Any], base: BaseModel, folder_name: str) -> CardText:
+        """What the model card says of this kind of model (``corefsearch.base.model_card``)."""
+        raise NotImplementedError(f"{cls.__name__} writes no model card")
+
     def validate(self) -> None:
         """Refuse any invalid option with one line naming it; a subclass adds its own checks after
         ``super().validate()``."""
@@ -101,6 +145,21 @@ def override(name: str, default: Any, **metadata: Any) -> Any:
     """A subclass's field ``name`` with another default (and, given, other metadata such as its help),
     the base field's metadata kept: ``epochs: int = override("epochs", 5)``."""
     return field(default=default, metadata={**TrainingArguments.__dataclass_fields__[name].metadata, **metadata})
+
+
+def count(value: Any) -> int | None:
+    """``value`` when it is a count (an int, not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def unreached(limit: Any, used: Any) -> bool:
+    """A limit (None: no limit) that ``used``, what the run used under it, never reached."""
+    return limit is None or (count(used) is not None and used < limit)
+
+
+def scored_on_dev(record: Mapping[str, Any]) -> bool:
+    """Whether dev scored the epochs of a run (the trainers record a selection metric only then)."""
+    return record.get("selection_metric") is not None
 
 
 # --- the checks the trainers' arguments share ---------------------------------------------------------------

@@ -39,6 +39,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def epoch_rng(seed: int, epoch: int) -> random.Random:
+    """The generator of an epoch's order (every trainer's batches): a function of the seed and the epoch only,
+    so a resumed run regenerates the batches it skips."""
+    return random.Random(seed * 1_000_003 + epoch)
+
+
 def adamw(groups: Iterable[tuple[torch.nn.Module, float]], weight_decay: float) -> torch.optim.Optimizer:
     """AdamW over ``(module, learning rate)`` pairs; no weight decay on biases and LayerNorm
     weights (the one-dimensional parameters)."""
