@@ -152,6 +152,25 @@ def test_the_epoch_with_the_best_dev_metric_is_kept(tmp_path: Path) -> None:
     assert not work_dir_for(tmp_path / "out").exists()
 
 
+def test_the_starting_weights_are_kept_when_no_epoch_beats_them(tmp_path: Path) -> None:
+    messages: list[str] = []
+    task = Regression(scores=[0.6, 0.3, 0.6, 0.5])  # epoch 2 only ties the starting point
+    result = run(task, tmp_path / "out", log=messages.append)
+    assert result.best_epoch == 0 and result.best_score == 0.6
+    assert_same(saved_weights(tmp_path / "out"), task.snapshots[0])
+    assert json.loads((tmp_path / "out" / "record.json").read_text()) == {"best_epoch": 0}
+    assert not any(m.endswith("(best so far).") for m in messages)
+    assert "No epoch beat the starting point's dev score (0.6000): the starting weights are kept." in messages
+    # A run interrupted in epoch 2 and resumed keeps them as well.
+    interrupted = Regression(scores=[0.6, 0.3, 0.6, 0.5], interrupt_at_loss=8)
+    with pytest.raises(Interrupted):
+        run(interrupted, tmp_path / "resumed")
+    resumed = Regression(scores=[0.6, 0.3, 0.6, 0.5])
+    resumed.snapshots = {0: interrupted.snapshots[0], 1: interrupted.snapshots[1]}
+    assert run(resumed, tmp_path / "resumed").best_epoch == 0
+    assert_same(saved_weights(tmp_path / "resumed"), task.snapshots[0])
+
+
 def test_a_smaller_is_better_metric_keeps_the_smallest(tmp_path: Path) -> None:
     task = Regression(scores=[0.1, 0.3, 0.05, 0.5], greater_is_better=False)
     assert run(task, tmp_path / "out").best_epoch == 2

@@ -257,12 +257,14 @@ def test_one_printer_for_every_trainer() -> None:
     assert lines[-1] == ("Trained 8 steps (resumed from step 4) on 16 queries (48 examples per epoch); 0.50 s/step "
                          "on cpu. Kept epoch 1; wrote model.")
 
-    reader = [{"epoch": 0, "step": 0, "loss": None, "MRR@10": 0.1, "seconds": 0.0},
+    reader = [{"epoch": 0, "step": 0, "loss": None, "MRR@10": 0.1, "MRR@10 rrf": 0.2, "retriever MRR@10": 0.25,
+               "note": "untrained", "seconds": 0.0},
               {"epoch": 1, "step": 4, "loss": 2.0, "MRR@10": 0.3, "MRR@10 rrf": 0.4, "seconds": 1.0}]
     lines = printed(summary_of("reader", ReaderExtras(6, "rrf", {"reader": 0.3, "rrf": 0.4}), reader,
                                resumed_from_step=None, steps_run=0))
     assert lines[0].strip() == "Reader model" and "MRR@10 rrf" in lines[2]
-    assert [cell.strip() for cell in lines[4].split("│")[1:-1]] == ["retriever", "0", "–", "0.1000", "–", "0"]
+    assert [cell.strip() for cell in lines[4].split("│")[1:-1]] == ["untrained", "0", "–", "0.1000", "0.2000",
+                                                                    "0.2500", "0"]
     assert lines[-2:] == ["Trained 8 steps on 6 queries. Kept epoch 1; wrote model.",
                           "Fusion: rrf (dev MRR@10 0.3000 by the reader's score alone, 0.4000 fused with the run's "
                           "ranks by RRF); `search --reader` uses it unless --rerank-fusion says otherwise."]

@@ -201,7 +201,10 @@ def dev_curve_lines(dev_curve: Sequence[dict[str, Any]], best_epoch: int | None,
                      entry.get("seconds")])
     digits = [None, None, 4, *(4 for _ in metrics), 1]
     lines = _table(["epoch", "step", "train loss", *metrics, "seconds"], rows, digits)
-    if selection_metric:
+    if selection_metric and best_epoch == 0:
+        lines += ["", f"Epoch 0 is before training. No epoch beat its dev {selection_metric}, so the starting weights "
+                  "were kept."]
+    elif selection_metric:
         lines += ["", f"Epoch 0 is before training. The epoch with the best dev {selection_metric} was kept."]
     return lines
 

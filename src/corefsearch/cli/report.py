@@ -273,9 +273,10 @@ def _dev_columns(kind: str) -> tuple[str, str, list[tuple[str, str, Any]]]:
 
         return "Retriever", "0", [(metric, metric, _number) for metric in DEV_METRICS]
     if kind == "reader":
-        from corefsearch.reader.train import RRF_METRIC, SELECTION_METRIC
+        from corefsearch.reader.train import RETRIEVER_METRIC, RRF_METRIC, SELECTION_METRIC
 
-        return "Reader", "retriever", [(SELECTION_METRIC, SELECTION_METRIC, _number), (RRF_METRIC, RRF_METRIC, _number)]
+        return "Reader", "untrained", [(SELECTION_METRIC, SELECTION_METRIC, _number), (RRF_METRIC, RRF_METRIC, _number),
+                                       ("retriever", RETRIEVER_METRIC, _number)]
     if kind == "detector":
         return "Detector", "0", [(name, name, _number) for name in ("mention F1", "P", "R", "event F1", "entity F1")]
     from corefsearch.cluster.train import SELECTION_METRIC as CONLL
@@ -303,7 +304,8 @@ def print_training_summary(summary: TrainingSummary[Any], console: Console) -> N
     extras = summary.extras
     speed = f"; {summary.seconds_per_step:.2f} s/step on {summary.device}" if summary.seconds_per_step else ""
     resumed = (f" (resumed from step {summary.resumed_from_step:,})" if summary.resumed_from_step is not None else "")
-    kept = f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch"
+    kept = ("the starting weights (no epoch beat them on dev)" if summary.best_epoch == 0
+            else f"epoch {summary.best_epoch}" if summary.best_epoch is not None else "the last epoch")
     if summary.kind == "retriever":
         trained_on = (f"{counted(extras.train_queries, 'query')} "
                       f"({counted(extras.examples_per_epoch, 'example')} per epoch)")

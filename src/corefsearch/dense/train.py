@@ -229,11 +229,6 @@ class RetrieverTask(TrainingTask):
 
     def save(self, folder: Path, result: LoopResult) -> None:
         curve = result.dev_curve
-        if self.dev is not None and any(e["epoch"] > 0 for e in curve) and curve[0]["epoch"] == 0:
-            baseline = curve[0][SELECTION_METRIC]
-            if result.best_score is not None and result.best_score < baseline:
-                self.log(f"warning: the best trained epoch scores dev {SELECTION_METRIC} {result.best_score:.4f}, "
-                         f"below the untrained model's {baseline:.4f}")
         dev = self.dev
         record = self.run.finished_record(
             counts={"train_queries": len(self.train_queries),

@@ -35,6 +35,7 @@ from corefsearch.training import (
     epoch_rng,
     start_run,
 )
+from corefsearch.training.loop import metrics_text
 
 if TYPE_CHECKING:
     import torch
@@ -170,6 +171,11 @@ class DetectorTask(TrainingTask):
     def dev_metrics(self) -> dict[str, float]:
         assert self.dev is not None
         return dev_f1(self.detector, self.dev, self.args.encode_batch_size)
+
+    def baseline(self) -> dict[str, Any] | None:
+        metrics = self.dev_metrics()
+        self.run.log(f"Before training: dev {metrics_text(metrics)}.")
+        return metrics
 
     def weights(self) -> dict[str, Any]:
         return {"weights": self.detector.state()}

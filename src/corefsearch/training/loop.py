@@ -9,9 +9,10 @@ step (:class:`~corefsearch.training.common.StepBoundary`): a step interrupted ha
 redone. When the folder holds a checkpoint, the loop resumes from it: it regenerates the
 interrupted epoch's batches (a function of seed and epoch), skips those already done and
 restores the weights, optimizer, scheduler and random states, so the run ends after the same
-total number of steps, with the same weights, as an uninterrupted one. After each epoch (and,
-when the task has a baseline, once before training as epoch 0) the task is scored on its dev
-set; the epoch with the best selection metric is kept (without a dev set, the last). At the
+total number of steps, with the same weights, as an uninterrupted one. After each epoch, and once
+before training as epoch 0 (the task's baseline: the starting weights), the task is scored on its
+dev set; the epoch with the best selection metric is kept, the starting weights when no epoch beats
+them (without a dev set, the last epoch). At the
 end the task writes the model into a temporary folder beside ``OUT`` (with ``dev_curve.json``:
 ``[{"epoch", "step", "loss", <dev metrics>, "seconds"}]``), which is renamed to ``OUT`` in one
 step; then ``.OUT.training/`` is removed. Hence ``OUT`` existing means the run finished.
@@ -161,6 +162,10 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
             entry0: dict[str, Any] = {"epoch": 0, "step": 0, "loss": None, **baseline}
             entry0.setdefault("seconds", 0.0)
             state["dev_curve"].append(entry0)
+            if baseline.get(task.selection_metric) is not None:
+                # The starting point is the epoch to beat: kept when no epoch does.
+                state["best_score"], state["best_epoch"] = baseline[task.selection_metric], 0
+                work.save_best(task.weights())
 
     def better(score: float, best: float | None) -> bool:
         return best is None or (score > best if task.greater_is_better else score < best)
@@ -244,6 +249,9 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
                 "to resume.")
         raise
 
+    if task.has_dev and state["best_epoch"] == 0:
+        log(f"No epoch beat the starting point's dev {task.selection_metric} ({number_text(state['best_score'])}): "
+            "the starting weights are kept.")
     try:
         best = work.load_best() if task.has_dev else None
     except UnusableWorkFile as err:  # damaged while the run lasted

@@ -83,10 +83,13 @@ class Run:
 
     def finished_record(self, **rest: Any) -> dict[str, Any]:
         """``training_args.json``: the run record, the device, ``checkpoint_every``, when it was written,
-        then ``rest`` (counts, best epoch, ...)."""
+        then ``rest`` (counts, best epoch, ...), and ``kept`` when the best epoch is the starting point."""
         head = manifest_record(training_kind(self.args.kind), {})  # kind, corefsearch_version, created
-        return {**head, **self.record, "device": self.device, "precision": self.precision,
-                "checkpoint_every": self.args.checkpoint_every, **rest}
+        record = {**head, **self.record, "device": self.device, "precision": self.precision,
+                  "checkpoint_every": self.args.checkpoint_every, **rest}
+        if rest.get("best_epoch") == 0:  # the loop kept the starting weights: no epoch beat them on dev
+            record["kept"] = "the starting weights (epoch 0): no trained epoch beat them on dev"
+        return record
 
     @property
     def precision(self) -> str:

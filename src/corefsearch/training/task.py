@@ -22,8 +22,9 @@ atomic writing of ``OUT``. A task says only *what* is trained:
                              unless ``greater_is_better`` is False)
 ``dev_metrics()``            ``{name: value}`` on the dev set (called only when ``has_dev``); may switch
                              the modules to eval mode, the loop switches them back
-``baseline()``               optional: the dev curve's epoch-0 entry (metrics of the untrained model,
-                             or of a reference), or None for no epoch 0
+``baseline()``               the dev curve's epoch-0 entry: the dev metrics of the starting weights
+                             (default: ``dev_metrics()`` before training), which the loop keeps when no
+                             epoch beats them; a task may add a note or a reference; None: no epoch 0
 ``weights()``                the trainable state as ``{key: tensors}`` (kept in ``checkpoint.pt``
                              beside the optimizer, scheduler, RNG states and progress, and in
                              ``best.pt``); ``load_weights(saved)`` restores it from either file
@@ -104,8 +105,9 @@ class TrainingTask(ABC):
         raise TypeError(f"{type(self).__name__} has a dev set (has_dev) but does not define dev_metrics()")
 
     def baseline(self) -> dict[str, Any] | None:
-        """The dev curve's epoch-0 entry beyond epoch/step/loss/seconds, or None for none."""
-        return None
+        """The dev curve's epoch-0 entry beyond epoch/step/loss/seconds: the starting weights' dev metrics (the
+        loop keeps those weights when no epoch beats their ``selection_metric``), or None for no epoch 0."""
+        return self.dev_metrics()
 
     @abstractmethod
     def weights(self) -> dict[str, Any]:
