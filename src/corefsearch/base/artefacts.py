@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.io.write import write_json
 
 T = TypeVar("T")
 
@@ -174,8 +175,6 @@ def manifest_record(kind: ManifestKind, fields: dict[str, Any], created: bool = 
 def write_manifest(path: Path, record: dict[str, Any]) -> None:
     """Write a manifest (from :func:`manifest_record`, or one read and updated) atomically: indented
     JSON, UTF-8 as is, one final newline."""
-    from corefsearch.io.write import write_json
-
     if not isinstance(record.get("kind"), str):
         raise ValueError("a manifest starts with its kind (build it with manifest_record)")
     write_json(Path(path), record)

@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corefsearch.base.errors import MissingArtefactError
+from corefsearch.base.models import default_model_path
+
 if TYPE_CHECKING:
     from huggingface_hub import ModelCardData
 
@@ -134,9 +137,6 @@ def _cached_hub_card(repo_id: str) -> Path | None:
 
 
 def _bundled_card() -> Path | None:
-    from corefsearch.base.errors import MissingArtefactError
-    from corefsearch.base.models import default_model_path
-
     try:
         return Path(default_model_path()) / CARD_FILE
     except MissingArtefactError:

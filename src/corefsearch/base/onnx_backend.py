@@ -25,6 +25,7 @@ from typing import Any
 
 from corefsearch.base.artefacts import ONNX_EXPORT, find_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.io.write import sha256_file
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 ONNX_DIR = "onnx"
@@ -55,8 +56,6 @@ def onnx_file(folder: Path, backend: str) -> Path:
 
 def weights_checksum(folder: Path) -> str | None:
     """The sha256 of the folder's encoder weights (None when they are not one safetensors file)."""
-    from corefsearch.io.write import sha256_file
-
     path = Path(folder) / WEIGHTS_FILE
     return "sha256:" + sha256_file(path) if path.is_file() else None
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.nlp import sentence_spans
 
 SENTENCE_MODES = ("spacy", "newline")
 DEFAULT_SENTENCES = "spacy"
@@ -51,7 +52,6 @@ def sentence_units(texts: Sequence[str], mode: str = DEFAULT_SENTENCES, batch_si
     lines = [line_spans(text) for text in texts]
     if mode == "newline":
         return lines
-    from corefsearch.base.nlp import sentence_spans
 
     # Every line of every text goes through spaCy as a text of its own (batched), so no sentence
     # crosses a line break; the spans come back relative to the line and are shifted.

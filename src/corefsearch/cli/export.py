@@ -1,4 +1,4 @@
-"""``export-onnx``: a reader's or a retriever's encoders to ONNX for ``--backend onnx``."""
+"""``export-onnx``: the encoders of a reader, a retriever or a mention detector to ONNX for ``--backend onnx``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from corefsearch.cli.report import print_export_summary
 @user_errors
 def export_onnx_command(
     model_dir: Annotated[Path, typer.Argument(
-        metavar="MODEL_DIR", help="A reader folder (`train reader`) or a retriever folder (`train retriever`); with "
+        metavar="MODEL_DIR", help="A reader folder (`train reader`), a retriever folder (`train retriever`) or a "
+                                  "detector folder (`train detector`); with "
                                   "--out: `default` (the bundled all-MiniLM-L6-v2) or a Hugging Face model.")],
     quantize: Annotated[bool, typer.Option(
         help="Also write the dynamic int8 quantisation (onnx/model_qint8.onnx, for --backend onnx-int8).")] = True,
@@ -23,7 +24,8 @@ def export_onnx_command(
         "--out", help="For `default` or a Hugging Face model: write it here as a retriever folder with its export, "
                       "to pass as --encoder OUT (a new or empty folder).")] = None,
 ) -> None:
-    """Export a reader's or a retriever's encoders to ONNX (onnx/ beside their weights) for `--backend onnx`."""
+    """Export the encoders of a reader, a retriever or a mention detector to ONNX (onnx/ beside their weights) for
+    `--backend onnx`."""
     from corefsearch.export.onnx import export_onnx
 
     summary = export_onnx(model_dir, quantize=quantize, out=out,

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.faiss_gpu import GPU_MAX_K, faiss_on_gpu, set_nprobe, to_gpu
 
 # Up to this many vectors the neighbours are exact (FAISS IndexFlatIP: n² inner products, 16 s for
 # 20,000 vectors of 2,048 dimensions on 2 cores); above, an inverted file (IndexIVFFlat: 4·√n lists
@@ -138,8 +139,6 @@ def knn_edges(vectors: Any, k: int, device: str = "cpu") -> tuple[np.ndarray, np
     vectors up to ``EXACT_UNTIL`` of them, an inverted file (``IndexIVFFlat``, seeded) above; on the GPU
     of ``device`` when FAISS can (``corefsearch.base.faiss_gpu``)."""
     import faiss
-
-    from corefsearch.base.faiss_gpu import GPU_MAX_K, faiss_on_gpu, set_nprobe, to_gpu
 
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")

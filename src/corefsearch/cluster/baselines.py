@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from corefsearch.base.nlp import head_lemmas
+from corefsearch.base.progress import track
 from corefsearch.base.schema import Cluster, safe_id
 from corefsearch.cluster.mentions import ClusterMention
 
@@ -34,9 +36,6 @@ def same_lemma(mentions: Sequence[ClusterMention], groups: Mapping[str, str],
 
 def mention_head_lemmas(mentions: Sequence[ClusterMention], passage_texts: Mapping[str, str]) -> dict[str, str]:
     """``{mention_id: lowercased lemma of the mention's syntactic head}``; each passage is parsed once."""
-    from corefsearch.base.nlp import head_lemmas
-    from corefsearch.base.progress import track
-
     by_passage: dict[str, list[ClusterMention]] = {}
     for mention in mentions:
         by_passage.setdefault(mention.passage_id, []).append(mention)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import (
     CLUSTERER_CONFIG,
@@ -31,6 +32,8 @@ from corefsearch.base.models import (
     load_offline,
     resolve_model,
 )
+from corefsearch.base.precision import autocast
+from corefsearch.base.progress import track
 from corefsearch.cluster.inputs import (
     ENTITY_END,
     ENTITY_START,
@@ -179,8 +182,6 @@ class MentionEncoder(EncoderWithHead):
         """An encoder saved by :meth:`save`; a folder that is not one is a one-line error."""
         from transformers import AutoModel, AutoTokenizer
 
-        from corefsearch.base.artefacts import config_from_json
-
         folder = Path(folder)
         if not folder.is_dir():
             raise MissingArtefactError(f"{folder}: no such mention encoder folder; {TRAIN_HINT}")
@@ -232,8 +233,6 @@ class MentionEncoder(EncoderWithHead):
         import torch
         import torch.nn.functional as F
 
-        from corefsearch.base.precision import autocast
-
         batch = self.batch(records)
         mention_mask = batch.pop("mention_mask")
         with autocast(self.device):  # the --precision scope (fp32: nothing)
@@ -283,8 +282,6 @@ class MentionEncoder(EncoderWithHead):
         and the rest in order of length, so that a batch pads its inputs to a similar length (on ECB+
         this saves a third of the work of batches in corpus order); the vectors come back in the
         records' order. ``progress``: a progress bar over the batches."""
-        from corefsearch.base.progress import track
-
         plan = self.plan(records, batch_size)
         batches: Iterable[list[EncoderInput]] = ([plan.inputs[i] for i in rows] for rows in plan.batches)
         if progress:

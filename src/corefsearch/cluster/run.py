@@ -9,12 +9,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import check_device, resolve_device
 from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
 from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
-from corefsearch.cluster.predicted import ALL_PASSAGES, MENTION_KINDS, read_predicted_mentions, span_fields
+from corefsearch.cluster.predicted import (
+    ALL_PASSAGES,
+    MENTION_KINDS,
+    predicted_records,
+    read_predicted_mentions,
+    span_fields,
+)
 from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
+from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.outputs import Output, writes_outputs
 
 if TYPE_CHECKING:
@@ -84,7 +92,6 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     started = time.perf_counter()
     if mentions == "gold" and (Path(dataset) / "manifest.json").is_file():
         # Gold mentions: a dataset of plain documents has none (one line saying what to run instead).
-        from corefsearch.datasets.dataset import Dataset
 
         Dataset(dataset).require_gold("cluster", f"find mentions with `corefsearch detect {dataset} --model "
                                                  f"heuristic`, then cluster them with `corefsearch cluster {dataset} "
@@ -121,7 +128,6 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
             from corefsearch.cluster.model import check_lemma_weight
 
             check_lemma_weight(lemma_weight)
-        from corefsearch.base.models import check_device
 
         check_device(device)
         if encoding is not None:
@@ -148,8 +154,6 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     if method == "singletons":
         assignment = singletons(found.mentions)
     elif method == "gold":
-        from corefsearch.datasets.dataset import Dataset
-
         assignment = gold(found.mentions, Dataset(Path(dataset)).clusters())
     elif method == "encoder":
         stages = {}
@@ -175,7 +179,6 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
     distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
     the steps go into ``stages``."""
-    from corefsearch.base.models import resolve_device
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
 
@@ -187,12 +190,7 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
                          "give --threshold τ (a cosine distance, e.g. 0.5)")
     beta = encoder.config.lemma_weight if lemma_weight is None else lemma_weight
     mentions = found.mentions
-    if found.kind == "predicted":
-        from corefsearch.cluster.predicted import predicted_records
-
-        records = predicted_records(dataset, found)
-    else:
-        records = split_records(dataset, split)
+    records = predicted_records(dataset, found) if found.kind == "predicted" else split_records(dataset, split)
     ids = [r.mention_id for r in records]
     if set(ids) != {m.mention_id for m in mentions}:  # both read the same clusters.jsonl and passages.jsonl
         raise InputError(f"{dataset}: passages.jsonl changed while it was read; run the command again")

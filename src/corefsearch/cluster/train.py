@@ -52,13 +52,18 @@ import numpy as np
 
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
+from corefsearch.base.model_card import write_model_card
 from corefsearch.cluster.arguments import ClustererTrainingArguments
+from corefsearch.cluster.baselines import mention_head_lemmas
 from corefsearch.cluster.batches import hard_topic_batches, topic_batches
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.loss import pair_batch_loss, topic_batch_loss
+from corefsearch.cluster.mentions import read_split_mentions, split_mention_ids
 from corefsearch.cluster.model import MentionEncoder
 from corefsearch.cluster.pairs import MentionPair, coreferent_pairs, training_pairs
+from corefsearch.cluster.topics import mention_groups
 from corefsearch.datasets.dataset import Dataset
+from corefsearch.evaluate.coref import score_partitions
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.training import (
@@ -117,8 +122,6 @@ def read_dev(dataset_dir: Path, scope: str, log: Log, lemmas: bool = False) -> D
     """The dev split's mentions and groups (and with ``lemmas``, their head lemmas), or None (with a log
     line) when the dataset has no dev clusters."""
     from corefsearch.cluster.encoder import split_records
-    from corefsearch.cluster.mentions import read_split_mentions, split_mention_ids
-    from corefsearch.cluster.topics import mention_groups
 
     try:
         split_mention_ids(Dataset(dataset_dir), "dev")
@@ -131,8 +134,6 @@ def read_dev(dataset_dir: Path, scope: str, log: Log, lemmas: bool = False) -> D
     groups = mention_groups(found.mentions, scope, dataset_dir)
     head_lemmas = None
     if lemmas:
-        from corefsearch.cluster.baselines import mention_head_lemmas
-
         head_lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
     return DevSet(records, {r.mention_id: r.cluster_id for r in records}, groups,
                   {m.mention_id: m.type for m in found.mentions}, head_lemmas)
@@ -157,7 +158,6 @@ def dev_scores(encoder: MentionEncoder, dev: DevSet, batch_size: int,
     """``{"CoNLL F1": best, "threshold": τ, "lemma_weight": β}`` over the τ grid × ``lemma_weights`` (among
     equal F1s the smallest β, then the smallest τ)."""
     from corefsearch.cluster.encoder import threshold_grid, threshold_sweep
-    from corefsearch.evaluate.coref import score_partitions
 
     vectors = encoder.encode(dev.records, batch_size=batch_size)
     ids = [r.mention_id for r in dev.records]
@@ -329,6 +329,5 @@ class ClustererTask(TrainingTask):
             selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.encoder.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, self.args, record, result.dev_curve, self.run.manifest, name=str(self.run.out))

@@ -22,6 +22,7 @@ from corefsearch.base.artefacts import DATASET, manifest_record, write_manifest
 from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
+from corefsearch.datasets.generic import read_distractors
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.read import closing_iterator, read_jsonl
 from corefsearch.io.write import atomic_directory, dump_json_line, sha256_file
@@ -277,8 +278,6 @@ def build_dataset(documents: Iterable[Document], out: Path, options: BuildOption
                   distractors: Sequence[Path] = (), overwrite: bool = False,
                   source_name: str = "documents") -> BuildSummary:
     """Write the dataset directory ``out`` from ``documents`` (and distractor files)."""
-    from corefsearch.datasets.generic import read_distractors
-
     options.validate()
     with atomic_directory(out, overwrite=overwrite) as root:
         writer = DatasetWriter(root, options)

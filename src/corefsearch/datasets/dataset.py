@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.artefacts import DATASET, PREDICTED_MENTIONS, read_manifest
 from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
 from corefsearch.base.schema import SPLITS, Cluster, Passage, PredictedMention, Query
 from corefsearch.io.read import read_jsonl
@@ -17,7 +18,6 @@ PREDICTED_MANIFEST_FILE = "predicted_mentions.json"
 class Dataset:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        from corefsearch.base.artefacts import DATASET, read_manifest
 
         self.manifest: dict[str, Any] = read_manifest(
             self.root / "manifest.json", DATASET,
@@ -68,8 +68,6 @@ class Dataset:
     def predicted_manifest(self) -> dict[str, Any]:
         """The record of the detection that wrote :attr:`predicted_mentions_path` (detector, counts, passages'
         checksum); one line saying what to run when there is none."""
-        from corefsearch.base.artefacts import PREDICTED_MENTIONS, read_manifest
-
         remedy = f"run `corefsearch detect {self.root} --model MODEL|heuristic` first"
         return read_manifest(self.root / PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS, remedy,
                              missing=f"{self.root} holds no predicted mentions; {remedy}")

@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corefsearch.base.errors import InputError
+from corefsearch.datasets.cdcr_json import read_cdcr_json
+from corefsearch.datasets.conll import read_conll
+from corefsearch.datasets.coresearch import read_coresearch
+from corefsearch.datasets.ecbplus import read_ecbplus
+from corefsearch.datasets.generic import MENTIONS_FILE, read_generic
+from corefsearch.datasets.text import has_records, read_text
+from corefsearch.datasets.wec import read_wec
 
 if TYPE_CHECKING:
     from corefsearch.datasets.cdcr_json import CdcrReport
@@ -91,27 +98,17 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
     if not Path(path).exists():
         raise InputError(f"{path}: no such file or folder")
     if source_format == "ecbplus":
-        from corefsearch.datasets.ecbplus import read_ecbplus
-
         return read_ecbplus(path, mention_type=mention_type, validated_only=options.validated_only,
                             sentences_csv=options.sentences_csv, chains=options.chains or "cross-document")
     if source_format == "cdcr-json":
-        from corefsearch.datasets.cdcr_json import read_cdcr_json
-
         return read_cdcr_json(path, splits=options.splits, mention_type=mention_type, report=report)
     if source_format == "conll":
-        from corefsearch.datasets.conll import read_conll
-
         return read_conll(path, mention_type=mention_type, split_by=split_by)
     if mention_type != "event" and source_format in ("wec", "coresearch"):
         raise InputError(f"--mention-type {mention_type}: {source_format} holds event mentions only")
     if source_format == "wec":
-        from corefsearch.datasets.wec import read_wec
-
         return read_wec(path)
     if source_format == "coresearch":
-        from corefsearch.datasets.coresearch import read_coresearch
-
         # Only the requested splits' files need to be there (a release may be partial).
         return read_coresearch(path, splits=options.splits)
     # Windows are made of sentences; only "document" needs no segmentation.
@@ -120,13 +117,10 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
         if source_format == "text" and options.mention_type is not None:
             raise InputError(f"--mention-type {options.mention_type}: --format text reads documents without "
                              "mentions")
-        from corefsearch.datasets.text import read_text
 
         return read_text(path if source_format == "text" else Path(path) / "corpus.jsonl", units,
                          sentences=options.sentences or DEFAULT_SENTENCES, split_by=split_by)
     if source_format == "generic":
-        from corefsearch.datasets.generic import read_generic
-
         return read_generic(path, passage=units, sentences=options.sentences or DEFAULT_SENTENCES,
                             mention_type=mention_type, split_by=split_by)
     raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")
@@ -141,8 +135,6 @@ def plain_source(source_format: str, path: Path) -> str | None:
         return f"{path}: plain documents (--format text): {what}"
     if source_format != "generic" or not Path(path).is_dir() or not (Path(path) / "corpus.jsonl").is_file():
         return None
-    from corefsearch.datasets.generic import MENTIONS_FILE
-    from corefsearch.datasets.text import has_records
 
     mentions = Path(path) / MENTIONS_FILE
     if has_records(mentions):

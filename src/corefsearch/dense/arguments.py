@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.errors import InputError
 from corefsearch.base.model_card import BaseModel, CardText, base_name, usage_lines
+from corefsearch.dense.model import RetrieverConfig
 from corefsearch.training.arguments import (
     TrainingArguments,
     at_least_one,
@@ -66,8 +67,6 @@ class RetrieverTrainingArguments(TrainingArguments):
         self.retriever_config().validate()  # --pooling, --max-query-len, --max-passage-len
 
     def retriever_config(self) -> RetrieverConfig:
-        from corefsearch.dense.model import RetrieverConfig
-
         return RetrieverConfig(shared_encoder=self.shared_encoder, max_query_len=self.max_query_len,
                                max_passage_len=self.max_passage_len, pooling=self.pooling, markers=self.markers)
 

@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import DEFAULT_MODEL, MODEL_REMEDY, add_marker_tokens, load_offline, resolve_model
+from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
 from corefsearch.base.windows import query_window
 
@@ -84,8 +86,6 @@ class TextEncoder:
         reference = resolve_model(name_or_path)
         saved = Path(reference) / ENCODER_CONFIG
         if saved.exists():
-            from corefsearch.base.artefacts import config_from_json
-
             config = config_from_json(EncoderConfig, saved, MODEL_REMEDY, "encoder configuration")
         config = config or EncoderConfig()
         if name_or_path not in (None, "", "default") and not saved.exists():
@@ -157,8 +157,6 @@ class TextEncoder:
         """Pooled vectors (with gradients when the model is training), in the precision of the
         current ``--precision`` scope (:mod:`corefsearch.base.precision`). The model is the torch
         encoder or an ONNX Runtime one (``OnnxEncoder``, ``--backend onnx``): pooling stays here."""
-        from corefsearch.base.precision import autocast
-
         inputs = self.model_inputs(batch, getattr(self.model, "input_names", None))
         with autocast(self.device):  # the --precision scope (fp32: nothing)
             hidden = self.model(**inputs).last_hidden_state

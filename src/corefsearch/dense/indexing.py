@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import DENSE_SHARD, read_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import resolve_device
 from corefsearch.base.progress import track
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense import faiss_index
@@ -337,7 +338,6 @@ def merge_dense_shards_unguarded(dataset_dir: Path, out: Path, shards: int, fais
                 "shards": shards}
     fields = {"dataset": str(Path(dataset_dir).resolve()), "passages_sha256": passages_sha256, "passages": count,
               "encoder": first["encoder"], "encoding": encoding}
-    from corefsearch.base.models import resolve_device
 
     write_dense_index(target, files, count, parameters, overwrite, fields, started, resolve_device(device))
     return DenseIndexSummary(target, count, 0, 0, time.perf_counter() - started, 0.0, dimension,

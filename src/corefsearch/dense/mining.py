@@ -17,12 +17,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from corefsearch.base.schema import Query
+from corefsearch.dense.examples import mine_hard_negatives
+from corefsearch.sparse.search import BM25Options, BM25Searcher
 
 
 def _mine(index: str, queries: Sequence[Query], relevant: dict[str, list[str]], depth: int) -> dict[str, list[str]]:
-    from corefsearch.dense.examples import mine_hard_negatives
-    from corefsearch.sparse.search import BM25Options, BM25Searcher
-
     return mine_hard_negatives(queries, relevant, BM25Searcher(Path(index), BM25Options()), depth)
 
 

@@ -19,9 +19,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import RETRIEVER_CONFIG, RETRIEVER_QUERY_ENCODER, model_kind, resolve_model
+from corefsearch.base.onnx_backend import OnnxEncoder, check_backend, check_onnx_export
 from corefsearch.dense.encoder import EncoderConfig, TextEncoder
+from corefsearch.dense.st_export import write_sentence_transformers_config
 
 QUERY_ENCODER = RETRIEVER_QUERY_ENCODER
 PASSAGE_ENCODER = "passage_encoder"
@@ -73,8 +76,6 @@ class BiEncoder:
                              "encoder is a retriever folder from `corefsearch train retriever`, a Hugging Face model "
                              "name or folder, or `default`; give a reader to --reader")
         if model_kind(name_or_path) == "retriever":
-            from corefsearch.base.artefacts import config_from_json
-
             folder = Path(name_or_path)  # type: ignore[arg-type]
             remedy = f"copy the retriever folder {folder} again, or train it again (`corefsearch train retriever`)"
             config = config_from_json(RetrieverConfig, folder / RETRIEVER_CONFIG, remedy, "retriever configuration")
@@ -98,7 +99,6 @@ class BiEncoder:
         self.passage_encoder.save(folder / PASSAGE_ENCODER)
         # Each encoder folder also loads with SentenceTransformer(folder): the same pooling, and
         # the query window / passage length as max_seq_length.
-        from corefsearch.dense.st_export import write_sentence_transformers_config
 
         for name, encoder, length in ((QUERY_ENCODER, self.query_encoder, self.config.max_query_len),
                                       (PASSAGE_ENCODER, self.passage_encoder, self.config.max_passage_len)):
@@ -131,8 +131,6 @@ class BiEncoder:
         ``onnx`` or ``onnx-int8``) from their folders' ``onnx/`` export (``corefsearch export-onnx
         MODEL_DIR``), checked to be an export of the weights they hold now; ``torch`` changes nothing.
         Tokenisation, pooling and the fingerprints (of the torch weights) stay as they are."""
-        from corefsearch.base.onnx_backend import OnnxEncoder, check_backend, check_onnx_export
-
         check_backend(backend)
         if backend == "torch":
             return
@@ -168,8 +166,6 @@ def _no_export(reference: str, backend: str) -> MissingArtefactError:
 def check_query_backend(reference: str | None, backend: str) -> None:
     """Before anything loads, what :meth:`BiEncoder.use_backend` checks of the query encoder: an ONNX ``backend``
     runs its export, which only a retriever folder can hold (``corefsearch export-onnx``), made from its weights."""
-    from corefsearch.base.onnx_backend import check_backend, check_onnx_export
-
     check_backend(backend)
     if backend == "torch":
         return

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.faiss_gpu import GPU_MAX_K, to_gpu
+from corefsearch.base.onnx_backend import check_backend_device
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
+from corefsearch.datasets.passages import PassageFile
 from corefsearch.dense import faiss_index
 from corefsearch.dense.store import (
     DENSE_DIR,
@@ -59,7 +61,6 @@ class DenseSearcher:
                 raise MissingArtefactError(f"{folder / name} is missing; rebuild the dense index with "
                                            f"`corefsearch index DATASET --dense --encoder {recorded['reference']} "
                                            f"--out {self.index} --overwrite`")
-        from corefsearch.base.onnx_backend import check_backend_device
 
         check_backend_device(backend, device)
         try:
@@ -124,8 +125,6 @@ class DenseSearcher:
     def passage(self, passage_id: str) -> dict[str, Any]:
         """The passage ``{"id", "title", "text"}`` (see the class's note on where the texts come from)."""
         if self.passages is None:
-            from corefsearch.datasets.passages import PassageFile
-
             self.passages = PassageFile(Path(self.manifest["dataset"]) / "passages.jsonl",
                                         self.manifest["passages_sha256"], f"the index {self.index}")
         return self.passages.passage(passage_id)  # type: ignore[no-any-return]

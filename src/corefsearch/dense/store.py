@@ -21,8 +21,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.artefacts import DENSE_INDEX, read_manifest
 from corefsearch.base.errors import MissingArtefactError
+from corefsearch.base.models import check_model_folder, resolve_device
+from corefsearch.base.onnx_backend import check_backend_device
 from corefsearch.datasets.dataset import check_built_from
+from corefsearch.dense.model import BiEncoder
 
 if TYPE_CHECKING:
     from corefsearch.dense.model import BiEncoder
@@ -55,10 +59,6 @@ def load_encoder(encoder: str | BiEncoder | None, device: str = "auto", backend:
     """A retriever from a folder, a Hugging Face name or ``default``; an instance passes through.
     ``backend`` ``onnx`` or ``onnx-int8``: the encoders of ``sides`` run with ONNX Runtime on the CPU
     (``BiEncoder.use_backend``; an instance is switched in place)."""
-    from corefsearch.base.models import check_model_folder, resolve_device
-    from corefsearch.base.onnx_backend import check_backend_device
-    from corefsearch.dense.model import BiEncoder
-
     check_backend_device(backend, device)
     if isinstance(encoder, BiEncoder):
         model = encoder
@@ -81,7 +81,6 @@ def load_dense_manifest(index: Path) -> dict[str, Any]:
             hint = f" (shards are in {index / SHARDS_DIR}: merge them with --merge-shards N)"
         raise MissingArtefactError(f"no dense index at {index} (expected {manifest_path}){hint}; build it with "
                                    f"`corefsearch index DATASET --dense --encoder MODEL --out {index}`")
-    from corefsearch.base.artefacts import DENSE_INDEX, read_manifest
 
     return read_manifest(manifest_path, DENSE_INDEX, "rebuild the index with `corefsearch index DATASET --dense "
                          f"--encoder MODEL --out {index} --overwrite`")

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
 from corefsearch.base.memory import release_memory
+from corefsearch.base.model_card import write_model_card
 from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.arguments import RetrieverTrainingArguments
@@ -54,9 +55,12 @@ from corefsearch.dense.examples import (
     read_relevant,
 )
 from corefsearch.dense.loss import batch_loss
+from corefsearch.dense.mining import mine_in_child
 from corefsearch.dense.model import BiEncoder
+from corefsearch.evaluate import evaluate_run
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
+from corefsearch.sparse.index import check_index_matches_dataset
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
@@ -118,8 +122,6 @@ def train_retriever(dataset_dir: Path, out: Path, args: RetrieverTrainingArgumen
                              open_inputs=lambda: Dataset(dataset_dir).require_gold("train retriever"))
     log = run.log
     if index is not None:
-        from corefsearch.sparse.index import check_index_matches_dataset
-
         check_index_matches_dataset(Path(index), Path(dataset_dir))
 
     # --- data ---------------------------------------------------------------------------------
@@ -242,7 +244,6 @@ class RetrieverTask(TrainingTask):
             best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if dev else None)
         self.model.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, self.args, record, curve, self.run.manifest, name=str(self.run.out))
 
@@ -269,7 +270,6 @@ def _hard_negative_candidates(work: WorkDir, queries: Sequence[Query], relevant:
         saved = None
     if saved is not None:
         return saved
-    from corefsearch.dense.mining import mine_in_child
 
     # In a child process: the JVM and spaCy's NER pipeline would otherwise hold their memory for the whole run.
     mined = mine_in_child(Path(index), queries, relevant, args.hard_negatives)
@@ -334,8 +334,6 @@ def _weights(encoder: Any) -> dict[str, Any]:
 
 def evaluate_dev(model: BiEncoder, dev: DevSet, args: RetrieverTrainingArguments) -> dict[str, float]:
     """MRR@10 and R@100 (trec_eval semantics) of exact dot-product search over the dev passages."""
-    from corefsearch.evaluate import evaluate_run
-
     passages = model.passage_encoder.encode_passages(dev.titles, dev.texts, args.max_passage_len,
                                                      batch_size=EVAL_BATCH_SIZE, description="Dev passages")
     queries = model.query_encoder.encode_queries(dev.queries, args.max_query_len, batch_size=EVAL_BATCH_SIZE,

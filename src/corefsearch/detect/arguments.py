@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.model_card import BaseModel, CardText, usage_lines
 from corefsearch.base.schema import MENTION_TYPES
-from corefsearch.detect.model import MAX_LENGTH, STRIDE
+from corefsearch.detect.model import MAX_LENGTH, STRIDE, DetectorConfig
 from corefsearch.training.arguments import TrainingArguments, at_least_one, one_of, override
 
 if TYPE_CHECKING:
@@ -56,8 +56,6 @@ class DetectorTrainingArguments(TrainingArguments):
         return list(MENTION_TYPES) if self.mention_type == "all" else [self.mention_type]
 
     def detector_config(self) -> DetectorConfig:
-        from corefsearch.detect.model import DetectorConfig
-
         return DetectorConfig(types=self.types(), max_length=self.max_length, stride=self.stride,
                               tagging=self.tagging)
 
@@ -65,7 +63,7 @@ class DetectorTrainingArguments(TrainingArguments):
     def card_text(cls, record: Mapping[str, Any], base: BaseModel, folder_name: str) -> CardText:
         options: Mapping[str, Any] = record.get("options") or {}
         what = (f"A mention detector trained with `corefsearch train detector` on {base.description}: one BIO tag "
-                f"sequence per mention type ({', '.join(options.get('types') or [])}) over the encoder's tokens, "
+                f"sequence per mention type ({', '.join(_trained_types(options))}) over the encoder's tokens, "
                 "picked on dev by strict mention F1.")
         return CardText("transformers", "token-classification", "corefsearch mention detector (BIO tagging)",
                         ["corefsearch", "cross-document-coreference", "mention-detection", "token-classification"],
@@ -91,3 +89,9 @@ def _usage(folder_name: str) -> list[str]:
         'detector.detect(["A fire broke out at the plant on Monday."])  # [[(start, end, type, score), ...]]',
         "```",
     ])
+
+
+def _trained_types(options: Mapping[str, Any]) -> list[str]:
+    """The mention types a run trained (the record's ``mention_type``: event, entity or all)."""
+    kind = options.get("mention_type", "all")
+    return list(MENTION_TYPES) if kind == "all" else [str(kind)]

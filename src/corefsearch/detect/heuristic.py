@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.nlp import parses
 
 EVENT_NOUNS = frozenset({
     "abduction", "accident", "acquisition", "agreement", "announcement", "appeal", "appointment", "arrest",
@@ -83,8 +84,6 @@ class HeuristicDetector:
         self.entity_extent = entity_extent
 
     def detect(self, texts: list[str], batch_size: int = 64) -> list[list[tuple[int, int, str, float]]]:
-        from corefsearch.base.nlp import parses
-
         found = []
         for group in parses(texts, batch_size=batch_size):
             spans: set[tuple[int, int, str, float]] = set()

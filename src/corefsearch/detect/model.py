@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import DEFAULT_MODEL, DETECTOR_CONFIG, EncoderWithHead, load_offline, resolve_model
+from corefsearch.base.onnx_backend import OnnxEncoder, check_onnx_export
+from corefsearch.base.precision import autocast
 from corefsearch.base.schema import MENTION_TYPES
 from corefsearch.detect.labels import IGNORE, spans_from_tags, tags_for_spans, trim
 
@@ -126,8 +129,6 @@ class MentionDetector(EncoderWithHead):
         Runtime (the export of ``corefsearch export-onnx FOLDER``)."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from corefsearch.base.artefacts import config_from_json
-
         folder = Path(folder)
         if not (folder / DETECTOR_CONFIG).is_file():
             raise MissingArtefactError(f"{folder}: not a mention detector folder (no {DETECTOR_CONFIG}); {TRAIN_HINT}")
@@ -136,8 +137,6 @@ class MentionDetector(EncoderWithHead):
         if backend == "torch":
             model = load_offline(AutoModel, str(folder))
         else:
-            from corefsearch.base.onnx_backend import OnnxEncoder, check_onnx_export
-
             model = OnnxEncoder(check_onnx_export(folder, backend), load_offline(AutoConfig, str(folder)))
         detector = cls(model, tokenizer, config, device)
         detector.load_head(folder, TRAIN_HINT)
@@ -150,8 +149,6 @@ class MentionDetector(EncoderWithHead):
         return list(self.config.types)
 
     def modules(self) -> list[Any]:
-        from corefsearch.base.onnx_backend import OnnxEncoder
-
         return [self.head] if isinstance(self.model, OnnxEncoder) else [self.model, self.head]
 
     # --- inputs ----------------------------------------------------------------------------------
@@ -205,8 +202,6 @@ class MentionDetector(EncoderWithHead):
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``[windows, tokens, types, 3]`` tag scores."""
-        from corefsearch.base.precision import autocast
-
         inputs = {name: value.to(self.device) for name, value in batch.items()}
         with autocast(self.device):
             hidden = self.model(**inputs).last_hidden_state

@@ -23,8 +23,12 @@ from typing import Any, Protocol
 
 from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, now, write_manifest
 from corefsearch.base.errors import CorefSearchError, InputError
+from corefsearch.base.models import check_device, resolve_device
+from corefsearch.base.onnx_backend import check_backend_device
+from corefsearch.base.progress import new_progress, progress_enabled
 from corefsearch.base.schema import MENTION_TYPES, Passage, PredictedMention
 from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS_FILE, Dataset
+from corefsearch.dense.chunks import scan_passages
 from corefsearch.detect.detectors import check_detector, detector_reference, load_detector
 from corefsearch.io.write import atomic_file, dump_json_line, sha256_file
 
@@ -99,8 +103,6 @@ class Detection(Protocol):
 
 @contextlib.contextmanager
 def _local(reference: str, device: str, backend: str, types: list[str] | None) -> Iterator[Any]:
-    from corefsearch.base.models import resolve_device
-
     yield load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", backend, types)
 
 
@@ -110,11 +112,7 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
     """Detect the mentions of every passage of ``dataset_dir`` with ``model`` (``heuristic`` or a detector
     folder) and write them as the dataset's predicted mentions (see the module docstring). ``detection``:
     where the detector runs instead of here (e.g. on a Ray cluster), to the same mentions."""
-    from corefsearch.base.models import check_device
-    from corefsearch.base.progress import new_progress, progress_enabled
-
     log = log or (lambda message: None)
-    from corefsearch.base.onnx_backend import check_backend_device
 
     check_detector(model, backend)
     check_device(device)
@@ -131,7 +129,6 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
     if not dataset.passages_path.is_file():
         raise InputError(f"{dataset.passages_path}: no such file; rebuild the dataset")
     started = time.perf_counter()
-    from corefsearch.dense.chunks import scan_passages
 
     digest, total = scan_passages(dataset.passages_path)  # checksum and count in one pass, nothing parsed
     passages_sha = "sha256:" + digest
@@ -187,8 +184,6 @@ def dataset_detector(dataset: Dataset, device: str = "auto") -> tuple[Any, dict[
     """The detector that wrote ``dataset``'s predicted mentions, loaded, with the manifest; None when the
     dataset holds none. Refused in one line (before any work) when the mentions no longer match the passages
     or the detector folder is gone or holds other weights than it had."""
-    from corefsearch.base.models import resolve_device
-
     if not (dataset.root / PREDICTED_MANIFEST_FILE).exists():
         return None
     manifest = dataset.predicted_manifest()

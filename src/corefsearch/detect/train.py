@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
+from corefsearch.base.model_card import write_model_card
 from corefsearch.base.schema import Passage
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.detect.arguments import DetectorTrainingArguments
 from corefsearch.detect.model import MentionDetector
+from corefsearch.evaluate.mentions import score_detection
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
@@ -97,8 +99,6 @@ def _split_of(passage: Passage) -> str:
 
 def dev_f1(detector: MentionDetector, dev: Annotated, batch_size: int) -> dict[str, float]:
     """Strict mention F1 (all types, and per type) of ``detector`` on the dev passages."""
-    from corefsearch.evaluate.mentions import score_detection
-
     found = detector.detect([p.text for p in dev.passages], batch_size=batch_size)
     gold = {p.id: spans for p, spans in zip(dev.passages, dev.spans, strict=True)}
     predicted = {p.id: [(s, e, k) for s, e, k, _ in spans] for p, spans in zip(dev.passages, found, strict=True)}
@@ -191,6 +191,5 @@ class DetectorTask(TrainingTask):
             best_epoch=result.best_epoch, selection_metric=SELECTION_METRIC if self.has_dev else None)
         self.detector.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, self.args, record, result.dev_curve, self.run.manifest, name=str(self.run.out))

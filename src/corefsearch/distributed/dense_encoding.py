@@ -17,7 +17,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.artefacts import DENSE_SHARD, find_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Passage
+from corefsearch.datasets.dataset import Dataset
+from corefsearch.dense import chunks, faiss_index, store
+from corefsearch.dense.chunks import encode_chunk, save_chunk
+from corefsearch.dense.indexing import (
+    DenseIndexSummary,
+    check_build_options,
+    dense_outputs,
+    merge_dense_shards_unguarded,
+)
+from corefsearch.dense.store import MANIFEST, load_encoder
 from corefsearch.distributed.session import (
     RayOptions,
     WorkerPlan,
@@ -58,8 +71,6 @@ def scan_chunk_starts(path: Path, chunk_size: int) -> tuple[str, int, list[tuple
 def read_chunk(path: Path, offset: int, line_number: int, rows: int) -> list[Any]:
     """The ``rows`` passages from byte ``offset`` (line ``line_number``) of a passages file, checked as
     ``Dataset.passages`` checks them (``FILE:LINE: why``)."""
-    from corefsearch.base.schema import Passage
-
     passages = []
     first_line = line_number
     with Path(path).open("rb") as handle:
@@ -89,16 +100,12 @@ class ChunkEncoder:
     def __init__(self, encoder: str, device: str, backend: str, batch_size: int, passages: str, threads: int) -> None:
         import torch
 
-        from corefsearch.dense.store import load_encoder
-
         torch.set_num_threads(threads)
         self.loaded = carried(lambda: load_encoder(encoder, device, backend, ("passage",), threads))
         self.batch_size = batch_size
         self.passages = Path(passages)
 
     def encode(self, offset: int, line: int, rows: int) -> tuple[np.ndarray, list[str], float, str]:
-        from corefsearch.dense.chunks import encode_chunk
-
         model = uncarried(self.loaded)
         passages = read_chunk(self.passages, offset, line, rows)
         timer = [0.0]
@@ -124,16 +131,11 @@ class ChunkEncoder:
 
 
 def _ray_dense_outputs(a: dict[str, Any]) -> list[Output]:
-    from corefsearch.dense.indexing import dense_outputs
-
     return dense_outputs({**a, "shard": None})
 
 
 def _check_ray_arguments(a: dict[str, Any]) -> None:
     """The options of :func:`build_dense_index_on_ray`, checked once before its output guard."""
-    from corefsearch.dense import chunks
-    from corefsearch.dense.indexing import check_build_options
-
     a["ray_options"].validate()
     check_build_options(a["faiss_type"], a["batch_size"],
                         chunks.CHUNK_SIZE if a["chunk_size"] is None else a["chunk_size"])
@@ -149,10 +151,6 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
     Complete shards of an earlier run with the same passages, encoder and settings are kept.
     The options are checked once, before the output guard (:func:`_check_ray_arguments`); the merge at
     the end does not check them again."""
-    from corefsearch.datasets.dataset import Dataset
-    from corefsearch.dense import chunks, faiss_index, store
-    from corefsearch.dense.indexing import DenseIndexSummary, merge_dense_shards_unguarded
-
     started = time.perf_counter()
     chunk_size = chunks.CHUNK_SIZE if chunk_size is None else chunk_size
     dataset = Dataset(dataset_dir)
@@ -204,7 +202,6 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
                 results = _encode_chunks(ray, items, workers, {
                     "encoder": reference, "device": workers.device, "backend": backend, "batch_size": batch_size,
                     "passages": str(passages_path), "threads": ray_options.threads})
-                from corefsearch.base.progress import track
 
                 try:
                     for _ in track(_saved(results, owner, folders, seconds, devices), "Encoding passages (Ray)",
@@ -240,9 +237,6 @@ def _check_kept_shard(folder: Path, shard: tuple[int, int], passages_sha256: str
                       chunk_size: int, backend: str) -> None:
     """A complete shard already in place is kept when it holds these passages' vectors by this
     encoder, else the run stops (``--overwrite`` encodes it again)."""
-    from corefsearch.base.artefacts import DENSE_SHARD, find_manifest
-    from corefsearch.dense.store import MANIFEST
-
     manifest = find_manifest(folder / MANIFEST, DENSE_SHARD) or {}
     encoding = manifest.get("encoding") or {}
     same = (manifest.get("passages_sha256") == passages_sha256
@@ -276,8 +270,6 @@ def _saved(results: Iterator[dict[str, Any]], owner: dict[int, tuple[int, int]],
            devices: set[str]) -> Iterator[int]:
     """Save each encoded chunk into its shard's partial folder as it arrives; one item per passage."""
     import numpy as np
-
-    from corefsearch.dense.chunks import save_chunk
 
     for row in results:
         if row["error"]:

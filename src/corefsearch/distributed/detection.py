@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.detect.detectors import HEURISTIC, load_detector
 from corefsearch.distributed.session import (
     RayOptions,
     blocks,
@@ -30,8 +31,6 @@ class DetectorWorker:
 
     def __init__(self, reference: str, device: str, backend: str, types: list[str] | None, threads: int) -> None:
         import torch
-
-        from corefsearch.detect.detectors import load_detector
 
         torch.set_num_threads(threads)
         self.detector = carried(lambda: load_detector(reference, device, backend, types))
@@ -71,8 +70,6 @@ class RayDetection:
 
     @contextmanager
     def open(self, reference: str, device: str, backend: str, types: list[str] | None) -> Iterator[PoolDetector]:
-        from corefsearch.detect.detectors import HEURISTIC
-
         where = reference if reference == HEURISTIC else str(Path(reference).resolve())
         with ray_session(self.options) as ray, worker_errors():
             from ray.util import ActorPool

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.progress import track
 from corefsearch.distributed.session import (
     RayOptions,
     blocks,
@@ -51,8 +52,6 @@ def encode_mentions_on_ray(encoder: MentionEncoder, folder: Path, records: Seque
     plan (tokenised and batched here), contiguous blocks of its batches per call, the vectors put
     back in the records' order. ``ray_options`` were checked where they entered (``cluster_dataset``
     validates its ``MentionEncoding``)."""
-    from corefsearch.base.progress import track
-
     plan = encoder.plan(records, batch_size)
     with ray_session(ray_options) as ray, worker_errors():
         from ray.util import ActorPool

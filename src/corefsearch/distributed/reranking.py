@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.progress import track
 from corefsearch.distributed.session import (
     RayOptions,
     blocks,
@@ -21,6 +22,7 @@ from corefsearch.distributed.session import (
     uncarried,
     worker_errors,
 )
+from corefsearch.reader.rerank import rerank_hits
 
 if TYPE_CHECKING:
     from corefsearch.base.schema import Hit, Query
@@ -38,8 +40,6 @@ class ReaderWorker:
 
     def rerank(self, block: list[tuple[Query, list[Hit], dict[str, dict[str, Any]]]], rerank_k: int,
                fusion: str) -> tuple[str | None, Any]:
-        from corefsearch.reader.rerank import rerank_hits
-
         def run() -> list[tuple[list[Any], list[Any]]]:
             reader = uncarried(self.reader)
             return [rerank_hits(reader, query, hits, texts, rerank_k, fusion) for query, hits, texts in block]
@@ -53,8 +53,6 @@ def rerank_on_ray(reader: ReaderOptions, retrieved: Sequence[tuple[Query, list[H
     """``rerank_hits`` of every query of ``retrieved``, in order, computed on the Ray cluster; and the
     number of workers. Each block carries its queries, their top ``rerank_k`` hits and those texts.
     ``ray_options`` were checked where they entered (``pipeline.search_to_run``)."""
-    from corefsearch.base.progress import track
-
     options = replace(reader, model=Path(reader.model).resolve())
     with ray_session(ray_options) as ray, worker_errors():
         from ray.util import ActorPool

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.base.counts import counted
 from corefsearch.base.errors import InputError
 from corefsearch.base.schema import SPLITS, RecordFields
+from corefsearch.datasets.dataset import Dataset
 from corefsearch.evaluate.coref import METRIC_NAMES, SINGLETONS, CorefScores, score_partitions
 from corefsearch.evaluate.coref_predicted import SPAN_FIELDS, has_spans, match_predicted
 from corefsearch.io.read import read_jsonl
@@ -81,8 +82,6 @@ class ClusterEvaluation:
 
 def read_gold_key(dataset_dir: Path, split: str) -> GoldKey:
     """The gold clusters of ``split`` from ``DATASET/clusters.jsonl`` (every record checked)."""
-    from corefsearch.datasets.dataset import Dataset
-
     if split not in SPLITS:
         raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     dataset = Dataset(dataset_dir)  # fails clearly when it is not a dataset

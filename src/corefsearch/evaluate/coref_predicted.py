@@ -25,6 +25,7 @@ from pathlib import Path
 
 from corefsearch.base.errors import InputError
 from corefsearch.base.schema import SPLITS, RecordFields
+from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.read import closing_iterator, read_jsonl
 
 SPAN_FIELDS = ("passage_id", "start", "end")
@@ -101,8 +102,6 @@ def match_predicted(path: Path, dataset_dir: Path, split: str | None = None) -> 
     """Read the clusters file of predicted mentions ``path`` and the gold key of ``split`` (``all``: every
     passage; ``None``: ``all`` when no passage records a split, else ``test``) in one pass over the passages,
     and match the response mentions to gold ones by exact span."""
-    from corefsearch.datasets.dataset import Dataset
-
     if split is not None and split not in (*SPLITS, ALL_PASSAGES):
         raise InputError(f"--split must be one of {', '.join((*SPLITS, ALL_PASSAGES))}, got {split!r}")
     path = Path(path)

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.counts import counted
 from corefsearch.base.errors import InputError
+from corefsearch.base.nlp import head_spans
 from corefsearch.base.schema import MENTION_TYPES, SPLITS, PredictedMention
+from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.read import read_jsonl
 
 if TYPE_CHECKING:
@@ -132,8 +134,6 @@ def evaluate_detection(mentions: Path, dataset_dir: Path, split: str | None = "a
                        types: Sequence[str] | None = None) -> DetectionEvaluation:
     """Score a predicted mentions file against the gold mentions of ``dataset_dir`` (see the module docstring).
     ``split``: the passages of one split; None: all; ``"auto"``: test when the passages carry splits, else all."""
-    from corefsearch.datasets.dataset import Dataset
-
     if split not in (None, "auto", *SPLITS):
         raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     dataset = Dataset(dataset_dir)
@@ -167,8 +167,6 @@ def evaluate_detection(mentions: Path, dataset_dir: Path, split: str | None = "a
                                              key=MENTION_TYPES.index)
     heads = None
     if head:
-        from corefsearch.base.nlp import head_spans
-
         ids = sorted(gold)
         heads = dict(zip(ids, head_spans([texts[i] for i in ids], [[s[:2] for s in gold[i]] for i in ids]),
                          strict=True))

@@ -26,6 +26,7 @@ from pathlib import Path
 from corefsearch.base.errors import InputError
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.evaluate.metrics import Run
+from corefsearch.evaluate.spans import read_spans
 
 
 @dataclass
@@ -74,8 +75,6 @@ def score_query_clusters(run: Run, spans_path: Path, dataset: Dataset, k: int) -
     """Per-query B³ of the run's top ``k`` with the spans of ``spans_path`` (read and checked as ``--spans``
     is) over the queries of ``run`` whose id is a mention of the dataset's clusters (a dataset's queries are
     its mentions)."""
-    from corefsearch.evaluate.spans import read_spans
-
     if k < 1:
         raise InputError(f"--cluster-k must be at least 1, got {k}")
     predictions = read_spans(spans_path)

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 from corefsearch.base.errors import InputError
 from corefsearch.datasets.dataset import Dataset, dataset_holding
+from corefsearch.evaluate.coresearch import evaluate_coresearch
+from corefsearch.evaluate.curves import cutoff_curve
 from corefsearch.evaluate.metrics import (
     INFAP,
     METRICS,
@@ -38,6 +40,7 @@ from corefsearch.evaluate.metrics import (
     is_definition_metric,
     rank_documents,
 )
+from corefsearch.evaluate.query_clusters import score_query_clusters
 from corefsearch.evaluate.spans import SpanScores, score_spans
 from corefsearch.io.trec import read_qrels, read_run
 
@@ -169,8 +172,6 @@ def evaluate_run(run: Run, qrels: Qrels, definition: str = "trec", name: str = "
     per_query = trec_per_query(run, qrels, others) if others else {qid: {} for qid in qrels}
     paper_aggregate: dict[str, float] = {}
     if paper:
-        from corefsearch.evaluate.coresearch import evaluate_coresearch
-
         paper_per_query, paper_aggregate = evaluate_coresearch(run, qrels, paper)
         for qid, values in per_query.items():
             values.update(paper_per_query[qid])
@@ -272,16 +273,12 @@ def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str 
             spans = score_spans(Path(spans_paths[position]), data, qrels, run)
         evaluation = evaluate_run(run, qrels, definition, name, spans=spans, metrics=metrics)
         if cluster_k is not None and data is not None:
-            from corefsearch.evaluate.query_clusters import score_query_clusters
-
             clusters = score_query_clusters(run, Path(spans_paths[position]), data, cluster_k)
             evaluation.aggregate.update(clusters.aggregate())
             for qid, values in clusters.per_query.items():
                 evaluation.per_query.setdefault(qid, {}).update(
                     {f"cluster {name}@{cluster_k}": value for name, value in values.items()})
         if curves:
-            from corefsearch.evaluate.curves import cutoff_curve
-
             evaluation.curve = cutoff_curve(run, qrels, definition, name)
         evaluations.append(evaluation)
     return evaluations

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.artefacts import ONNX_EXPORT, manifest_record, versions, write_manifest
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import DETECTOR_CONFIG, READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
 from corefsearch.base.onnx_backend import (
     EXPORT_RECORD,
     ONNX_DIR,
@@ -46,6 +48,12 @@ from corefsearch.base.onnx_backend import (
     OnnxEncoder,
     weights_checksum,
 )
+from corefsearch.base.schema import Query
+from corefsearch.dense.model import BiEncoder
+from corefsearch.detect.model import MentionDetector
+from corefsearch.io.write import atomic_directory
+from corefsearch.reader.model import CrossEncoderReader
+from corefsearch.reader.read import Reader
 
 OPSET = 17
 QUANTIZATION = {"per_channel": True}  # quantize_dynamic's options besides weight_type=QInt8 (recorded)
@@ -94,9 +102,6 @@ def _temporary_beside(path: Path) -> Iterator[Path]:
 
 def _sample_inputs(reader: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Encoder inputs from the reader's own windows: one batch to trace, another to check against."""
-    from corefsearch.base.schema import Query
-    from corefsearch.reader.read import Reader
-
     text, mention = SAMPLE_QUERY
     start = text.index(mention)
     query = Query("export", "", text, start, start + len(mention), mention, "")
@@ -175,8 +180,6 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     holds the inputs ``trace`` names). The one export path of every kind of model folder."""
     import torch
 
-    from corefsearch.base.artefacts import ONNX_EXPORT, manifest_record, versions, write_manifest
-
     say = log or (lambda _: None)
     started = time.perf_counter()
     folder = Path(folder)
@@ -249,8 +252,6 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
       with the model searches with ``out``), then exported there. The bundled model's own folder
       (site-packages) is never written to.
     """
-    from corefsearch.base.models import DETECTOR_CONFIG, READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
-
     started = time.perf_counter()
     if out is not None:
         summary = _export_zero_shot(str(folder), Path(out), quantize, log)
@@ -275,8 +276,6 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
 
 
 def _export_reader(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
-    from corefsearch.reader.model import CrossEncoderReader
-
     reader = CrossEncoderReader.load(folder, "cpu")
     reader.train(False)
     trace, check = _sample_inputs(reader)
@@ -287,8 +286,6 @@ def _export_reader(folder: Path, quantize: bool, log: Callable[[str], None] | No
 
 def _export_detector(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
     """A mention detector's encoder, traced on its own windows of the sample passages (long and short)."""
-    from corefsearch.detect.model import MentionDetector
-
     detector = MentionDetector.load(folder, "cpu")
     windows = detector.windows(list(SAMPLE_PASSAGES))
     trace = detector.pad(windows[:2])
@@ -299,8 +296,6 @@ def _export_detector(folder: Path, quantize: bool, log: Callable[[str], None] | 
 
 
 def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
-    from corefsearch.dense.model import BiEncoder
-
     model = BiEncoder.load(str(folder), "cpu")  # one line when it is incomplete
     files: list[ExportedFile] = []
     removed: list[Path] = []
@@ -314,10 +309,6 @@ def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] |
 
 
 def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
-    from corefsearch.base.models import check_model_folder, model_kind
-    from corefsearch.dense.model import BiEncoder
-    from corefsearch.io.write import atomic_directory
-
     say = log or (lambda _: None)
     if reference not in ("", "default"):
         check_model_folder(reference, "MODEL")
@@ -344,8 +335,6 @@ def _retriever_sample_inputs(encoder: Any, max_query_len: int,
     passages of different lengths to trace (segments 0 and 1, one row padded), and to check, every
     sample passage (another batch size and length) and a batch of queries (with its mention marked
     when the encoder has markers; no segments given, as the torch path gives none)."""
-    from corefsearch.base.schema import Query
-
     titles = [f"Report {i}" if i % 2 else "" for i in range(len(SAMPLE_PASSAGES))]
     order = sorted(range(len(SAMPLE_PASSAGES)), key=lambda i: len(SAMPLE_PASSAGES[i]))
     pair = [order[0], order[len(order) // 2]]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.model_card import BaseModel, CardText, base_name, usage_lines
+from corefsearch.reader.model import ReaderConfig
 from corefsearch.training.arguments import (
     TrainingArguments,
     at_least_one,
@@ -77,8 +78,6 @@ class ReaderTrainingArguments(TrainingArguments):
         return {"--lr": self.lr, "--head-lr": self.head_lr}
 
     def reader_config(self) -> ReaderConfig:
-        from corefsearch.reader.model import ReaderConfig
-
         return ReaderConfig(head=self.head, markers=self.markers, max_length=self.max_length,
                             max_query_len=self.max_query_len, doc_stride=self.doc_stride,
                             max_span_len=self.max_span_len, hidden=self.hidden, top_spans=self.top_spans)

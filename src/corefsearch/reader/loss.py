@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.base.schema import Passage
 from corefsearch.reader.batches import ReaderExample, example_windows
 from corefsearch.reader.inputs import PASS_OVERHEAD_TOKENS, length_buckets
+from corefsearch.reader.spans import top_spans
 
 if TYPE_CHECKING:
     import torch
@@ -29,7 +30,6 @@ def _passage_scores(model: CrossEncoderReader, output: ReaderOutput, windows: li
 
     if model.config.head == "dpr":
         return model.head.select(output.hidden[:, 0]).squeeze(-1)
-    from corefsearch.reader.spans import top_spans
 
     with torch.no_grad():  # the negatives' spans: the best start/end span, as at inference
         starts, ends, _ = top_spans(output.start_logits, output.end_logits, output.n_tokens,

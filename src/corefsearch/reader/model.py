@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import (
     DEFAULT_MODEL,
@@ -145,7 +146,6 @@ class CrossEncoderReader(EncoderWithHead):
     def read_config(folder: Path) -> ReaderConfig:
         """The configuration of the reader saved in ``folder``, checked, without loading its weights
         (what a caller that only needs the reader's settings reads: ``search --reader --ray``)."""
-        from corefsearch.base.artefacts import config_from_json
         folder = Path(folder)
         config_path = folder / READER_CONFIG
         if model_kind(folder) == "retriever":

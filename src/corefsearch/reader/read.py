@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.models import resolve_device
+from corefsearch.base.onnx_backend import OnnxEncoder, check_backend_device, check_onnx_export
 from corefsearch.base.precision import autocast
 from corefsearch.base.schema import Query, SpanRecord
 from corefsearch.base.windows import QueryWindow, query_window
@@ -78,9 +80,6 @@ class Reader:
         """The reader saved in ``folder``; ``backend`` ``onnx`` or ``onnx-int8`` runs its encoder with
         ONNX Runtime (on the CPU, ``threads`` intra-op threads) from the folder's ``onnx/`` export
         (``corefsearch export-onnx``), the head in torch."""
-        from corefsearch.base.models import resolve_device
-        from corefsearch.base.onnx_backend import OnnxEncoder, check_backend_device, check_onnx_export
-
         check_backend_device(backend, device)
         folder = Path(folder)
         if backend == "torch":

@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import check_device, check_model_folder, model_kind
+from corefsearch.base.onnx_backend import check_backend_device, check_onnx_export
 from corefsearch.base.schema import Hit, Query
+from corefsearch.fusion import reciprocal_rank_fusion
+from corefsearch.reader.model import CrossEncoderReader
+from corefsearch.reader.read import Reader
 
 RERANK_FUSIONS = ("reader", "rrf")
 DEFAULT_BATCH_QUERIES = 8  # queries whose windows are read together (search over a queries file)
@@ -46,15 +51,12 @@ class ReaderOptions:
         check_rerank_k(self.rerank_k, minimum=1, option="--rerank-k")
         if self.batch_queries < 1:
             raise InputError(f"--rerank-batch-queries must be at least 1, got {self.batch_queries}")
-        from corefsearch.base.models import check_device
 
         check_device(self.device)
         if self.fusion is not None and self.fusion not in RERANK_FUSIONS:
             raise InputError(f"--rerank-fusion must be one of {', '.join(RERANK_FUSIONS)}, got {self.fusion!r}")
         if self.batch_size is not None and self.batch_size < 0:
             raise InputError(f"reader batch size must be at least 1 (0: no cap), got {self.batch_size}")
-        from corefsearch.base.models import check_model_folder, model_kind
-        from corefsearch.base.onnx_backend import check_backend_device, check_onnx_export
 
         check_backend_device(self.backend, self.device)
         check_model_folder(Path(self.model), "--reader")
@@ -62,14 +64,10 @@ class ReaderOptions:
             check_onnx_export(Path(self.model), self.backend)
 
     def load(self) -> Any:
-        from corefsearch.reader.read import Reader
-
         return Reader.load(Path(self.model), self.device, self.batch_size, self.backend, self.threads)
 
     def read_config(self) -> Any:
         """The reader's configuration (head, markers, recorded fusion), checked, without its weights."""
-        from corefsearch.reader.model import CrossEncoderReader
-
         return CrossEncoderReader.read_config(Path(self.model))
 
     def fusion_for(self, config: Any) -> tuple[str, bool]:
@@ -118,8 +116,6 @@ def rerank_many(reader: Any, block: list[tuple[Query, list[Any]]], texts: dict[s
 def order_reranked(read: list[Any], hits: list[Any], rerank_k: int, fusion: str = "reader") -> list[Any]:
     """A query's final ranking from the reader's hits of its top ``rerank_k`` and the retriever's ``hits``."""
     if fusion == "rrf":
-        from corefsearch.fusion import reciprocal_rank_fusion
-
         reader_ranking = {"q": [Hit(r.passage_id, r.score) for r in read]}
         retriever_ranking = {"q": list(hits[:rerank_k])}
         ranked = reciprocal_rank_fusion([reader_ranking, retriever_ranking], k=len(read))["q"]

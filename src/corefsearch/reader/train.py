@@ -37,8 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
-from corefsearch.base.schema import Query
+from corefsearch.base.model_card import write_model_card
+from corefsearch.base.progress import track
+from corefsearch.base.schema import Hit, Query
 from corefsearch.datasets.dataset import Dataset
+from corefsearch.evaluate import evaluate_run
+from corefsearch.evaluate.metrics import rank_documents
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.trec import read_qrels, read_run
 from corefsearch.io.write import sha256_file
@@ -47,6 +51,7 @@ from corefsearch.reader.batches import ReaderData, ReaderExample, epoch_examples
 from corefsearch.reader.loss import example_loss
 from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
+from corefsearch.reader.rerank import order_reranked
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,
@@ -77,8 +82,6 @@ class ReaderExtras:
 
 
 def _ranked(scores: dict[str, float]) -> list[str]:
-    from corefsearch.evaluate.metrics import rank_documents
-
     return rank_documents(scores)
 
 
@@ -127,11 +130,6 @@ def evaluate_dev(reader: Reader, data: ReaderData, depth: int) -> dict[str, floa
     """Dev MRR@10 (trec_eval semantics) of the reader re-ranking the run's top ``depth``: by its
     score alone (``MRR@10``), and fused with the run's ranks by RRF as ``search --rerank-fusion
     rrf`` does (``MRR@10 rrf``; the same reader scores)."""
-    from corefsearch.base.progress import track
-    from corefsearch.base.schema import Hit
-    from corefsearch.evaluate import evaluate_run
-    from corefsearch.reader.rerank import order_reranked
-
     run, fused = {}, {}
     for query in track(data.dev, "Dev re-ranking"):
         pids = data.ranked[query.id][:depth]
@@ -159,8 +157,6 @@ def chosen_fusion(dev_curve: list[dict[str, Any]], best_epoch: int | None) -> tu
 
 def retriever_dev(data: ReaderData) -> dict[str, float]:
     """The run's own dev MRR@10 on the same queries: the reference a reader should beat."""
-    from corefsearch.evaluate import evaluate_run
-
     run = {q.id: {pid: -float(rank) for rank, pid in enumerate(data.ranked[q.id])} for q in data.dev}
     qrels = {q.id: dict.fromkeys(data.relevant[q.id], 1) for q in data.dev}
     return {SELECTION_METRIC: round(evaluate_run(run, qrels, definition="trec", name="dev").aggregate[
@@ -299,6 +295,5 @@ class ReaderTask(TrainingTask):
                     "epoch": result.best_epoch if fusion_dev else None})
         self.model.save(folder)
         write_manifest(folder / TRAINING_ARGS_FILE, record)
-        from corefsearch.base.model_card import write_model_card
 
         write_model_card(folder, self.args, record, result.dev_curve, self.run.manifest, name=str(self.run.out))

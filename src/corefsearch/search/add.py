@@ -57,7 +57,12 @@ from corefsearch.base.artefacts import now, write_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import safe_id
-from corefsearch.datasets.dataset import Dataset, iter_passages
+from corefsearch.base.segmentation import DEFAULT_SENTENCES
+from corefsearch.datasets import build
+from corefsearch.datasets.build import BuildOptions, MentionRef
+from corefsearch.datasets.dataset import Dataset, check_built_from, iter_passages
+from corefsearch.datasets.generic import CORPUS_FILE, read_generic
+from corefsearch.detect.run import append_predicted, dataset_detector
 from corefsearch.io.outputs import check_no_overlap, output_locks
 from corefsearch.io.read import read_jsonl
 from corefsearch.io.trec import read_qrels
@@ -129,8 +134,6 @@ def _switch(pairs: Sequence[tuple[Path, Path]]) -> None:
 
 
 def _build_options(dataset: Dataset) -> BuildOptions:
-    from corefsearch.datasets.build import BuildOptions
-
     recorded = dataset.manifest.get("options")
     if not isinstance(recorded, dict):
         raise InputError(f"{dataset.root / 'manifest.json'} records no build options; rebuild the dataset with "
@@ -153,9 +156,6 @@ def _build_options(dataset: Dataset) -> BuildOptions:
 def _documents(corpus: Path, options: BuildOptions, fixed: bool) -> Iterator[Any]:
     """The new documents, read as the dataset's own source options say; ``fixed``: the dataset's passages
     carry their document's split (split by corpus), so every new document must carry one too."""
-    from corefsearch.base.segmentation import DEFAULT_SENTENCES
-    from corefsearch.datasets.generic import CORPUS_FILE, read_generic
-
     corpus = Path(corpus)
     if corpus.is_file():
         raise InputError(f"--corpus {corpus}: give the folder that holds {CORPUS_FILE} (and optionally "
@@ -174,8 +174,6 @@ def _old_state(dataset: Dataset, writer: DatasetWriter) -> tuple[set[str], int]:
     """Load into ``writer`` what build knew of the dataset's passages and mentions: their ids and
     the mention table, read back from the passages (each mention lies in one passage, its own, in
     sentence and document passages). Returns the document ids and the number of passages."""
-    from corefsearch.datasets.build import MentionRef
-
     doc_ids: set[str] = set()
     count = 0
     seen_in: dict[str, str] = {}
@@ -217,8 +215,6 @@ def _qrels(root: Path, splits: Sequence[str]) -> dict[str, dict[str, int]]:
 
 def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSummary) -> int:
     """Write the dataset with the new documents into ``staged``; return the old number of passages."""
-    from corefsearch.datasets import build
-
     options = _build_options(dataset)
     counts = dataset.manifest.get("counts") or {}
     recorded = dataset.manifest.get("checksums", {}).get("passages.jsonl", "").removeprefix("sha256:")
@@ -287,8 +283,6 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
                   threads: int = 2) -> AddSummary:
     """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
     ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
-    from corefsearch.datasets.dataset import check_built_from
-
     started = time.perf_counter()
     dataset_dir, corpus = Path(dataset_dir), Path(corpus)
     dataset = Dataset(dataset_dir)
@@ -319,7 +313,6 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
         check_no_overlap(target, option, {"DATASET": dataset_dir, "--corpus": corpus})
     # What each backend needs loaded and checked (the dense encoder) before any work.
     prepared = {(index, backend.name): backend.prepare_append(index, appending) for index, backend in plan}
-    from corefsearch.detect.run import append_predicted, dataset_detector
 
     detection = dataset_detector(dataset, device)  # the detector of its predicted mentions, if it has some
     if not indexes:

@@ -26,12 +26,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base import nlp
 from corefsearch.base.artefacts import versions
-from corefsearch.base.errors import CorefSearchError, InputError
+from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
+from corefsearch.base.models import check_model_folder, resolve_device
 from corefsearch.base.schema import Query
+from corefsearch.datasets.dataset import Dataset
+from corefsearch.datasets.lookup import cluster_mentions, find_query
 from corefsearch.datasets.passages import PassageFile
 from corefsearch.reader.rerank import ReaderOptions
-from corefsearch.search.expansion import ExpansionOptions
+from corefsearch.search.expansion import EncoderExpansion, ExpansionOptions, FoundMention, cluster_answer
 from corefsearch.search.flow import QueryFlow, check_flow
 from corefsearch.search.retriever import (
     RETRIEVERS,
@@ -42,7 +46,10 @@ from corefsearch.search.retriever import (
     open_retrievers,
     uses_bm25,
 )
-from corefsearch.sparse.search import BM25Options
+from corefsearch.sparse import highlight
+from corefsearch.sparse.formulation import QUERY_FORMATS
+from corefsearch.sparse.highlight import matched_spans
+from corefsearch.sparse.search import BM25Options, warn_long_queries
 
 # The spaCy pipeline each BM25 query format loads (corefsearch.base.nlp), if any.
 SPACY_FOR_FORMAT = {"mention+entities": "ner_pipeline", "sentence": "sentencizer"}
@@ -122,7 +129,6 @@ def query_of(mention: str | None, context: str | None, occurrence: int | None, s
         raise InputError(f"--qid takes the query's mention and context from the dataset: leave out {given[0]}")
     if dataset is None:
         raise InputError("--qid needs the dataset it is a query of: add --dataset DATASET")
-    from corefsearch.datasets.lookup import find_query
 
     found = find_query(dataset, qid)
     return found.query, 1, found
@@ -235,8 +241,6 @@ class SearchEngine:
             expansion.validate(has_reader=reader is not None)
         names = list(dict.fromkeys([retrieval.retriever, *(retrievers or ())]))
         if dataset is not None:
-            from corefsearch.datasets.dataset import Dataset
-
             Dataset(dataset)  # a missing or broken dataset fails here, not at the first query
         load_seconds: dict[str, float] = {}
         started = time.perf_counter()
@@ -251,7 +255,6 @@ class SearchEngine:
             load_seconds["reader"] = time.perf_counter() - started
         mention_encoder = None
         if expansion is not None and expansion.encoder is not None:
-            from corefsearch.base.models import check_model_folder, resolve_device
             from corefsearch.cluster.model import MentionEncoder
 
             check_model_folder(expansion.encoder, "--mention-encoder")
@@ -265,14 +268,12 @@ class SearchEngine:
         load_seconds["retrievers"] = time.perf_counter() - started
         if any(uses_bm25(name) for name in names):
             started = time.perf_counter()
-            from corefsearch.sparse import highlight
 
             highlight.warm()
             load_seconds["highlighter"] = time.perf_counter() - started
             pipeline = SPACY_FOR_FORMAT.get(options.query_format)
             if pipeline is not None:
                 started = time.perf_counter()
-                from corefsearch.base import nlp
 
                 getattr(nlp, pipeline)()
                 load_seconds["spacy"] = time.perf_counter() - started
@@ -310,8 +311,6 @@ class SearchEngine:
                query_format: str | None = None, rounds: int | None = None, cluster: bool = False) -> AdhocResult:
         """``query`` answered (``query`` builds it from the caller's input; ``found``: its
         ``DatasetQuery`` when it is a query of the dataset)."""
-        from corefsearch.sparse.formulation import QUERY_FORMATS
-
         if query_format is not None and query_format not in QUERY_FORMATS:
             raise InputError(f"--query-format must be one of {', '.join(QUERY_FORMATS)}, got {query_format!r}")
         if rerank_k is None:
@@ -325,7 +324,6 @@ class SearchEngine:
             query_string = None
             if uses_bm25(name):
                 query_string = searcher.formulate([query], query_format)[0]  # type: ignore[attr-defined]
-                from corefsearch.sparse.search import warn_long_queries
 
                 warn_long_queries([query_string], ["--context"])
             flow = QueryFlow(searcher, self.reader, self.loaded_reader, expansion=self.expansion,
@@ -341,8 +339,6 @@ class SearchEngine:
                     {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
                     for x in answered.expansions]}
             results = []
-            if query_string is not None:
-                from corefsearch.sparse.highlight import matched_spans
             for rank, hit in enumerate(hits, start=1):
                 passage = searcher.passage(hit.passage_id)
                 # Matched-term highlighting is BM25's (also in hybrid); dense scores match no terms.
@@ -350,8 +346,6 @@ class SearchEngine:
                 results.append(AdhocHit(rank, hit.score, hit.passage_id, passage["title"], passage["text"], matched,
                                         spans.get(hit.passage_id)))
             if found is not None and self.dataset is not None:
-                from corefsearch.datasets.lookup import cluster_mentions
-
                 gold = cluster_mentions(self.dataset, {hit.passage_id for hit in results
                                                        if hit.passage_id in found.relevant}, query.cluster_id)
                 for hit in results:
@@ -380,15 +374,11 @@ class SearchEngine:
             raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
                              "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
         if self._expander is None:
-            from corefsearch.search.expansion import EncoderExpansion
-
             self._expander = EncoderExpansion(self.mention_encoder, self._dataset_dir())
         return self._expander
 
     def _document_context(self, passage_id: str) -> tuple[str | None, str]:
         """A passage's document id and its first two passages (what the mention encoder reads as context)."""
-        from corefsearch.base.errors import MissingArtefactError
-
         if not passage_id:
             return None, ""
         try:
@@ -400,8 +390,6 @@ class SearchEngine:
     def _cluster(self, query: Query, hits: list[AdhocHit], spans: dict[str, tuple[int, int]]) -> dict[str, Any]:
         """The answer as a cluster: the reader's span in each hit, else the mention encoder's nearest mention of
         the dataset in it (``corefsearch.search.expansion.cluster_answer``)."""
-        from corefsearch.search.expansion import FoundMention, cluster_answer
-
         unmarked = [hit.passage_id for hit in hits if hit.passage_id not in spans]
         nearest: dict[str, Any] = {}
         if unmarked:
@@ -441,8 +429,6 @@ class SearchEngine:
         every passage of its document, in order (from the dataset's passages file; when that is
         gone, ``doc_id`` is None and ``document`` holds the passage alone). An unknown id is an
         ``InputError``."""
-        from corefsearch.base.errors import MissingArtefactError
-
         if not isinstance(passage_id, str) or not passage_id:
             raise InputError(f"a passage id must be a non-empty string, got {passage_id!r}")
         with self._lock:

@@ -56,7 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import check_model_folder, resolve_device
 from corefsearch.base.schema import Hit, Query
+from corefsearch.cluster.inputs import MentionRecord, dataset_mention_records
+from corefsearch.datasets.dataset import Dataset
 
 EXPAND_SOURCES = ("reader", "encoder")
 # Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md, "The head and
@@ -157,8 +160,6 @@ class ExpansionOptions:
             raise InputError("--rounds 2 without a reader marks the expansion mentions with the mention encoder: "
                              "add --mention-encoder DIR (from `corefsearch train clusterer`), or --reader MODEL_DIR")
         if source == "encoder":
-            from corefsearch.base.models import check_model_folder
-
             check_model_folder(self.encoder, "--mention-encoder")
         elif self.list_depth == 1 and self.expand:
             import warnings
@@ -229,14 +230,11 @@ class EncoderExpansion:
     vectors are computed when first needed and kept."""
 
     def __init__(self, encoder: Any, dataset_dir: Path) -> None:
-        from corefsearch.cluster.inputs import dataset_mention_records
-
         self.encoder = encoder
         self.records = dataset_mention_records(Path(dataset_dir))
         self.by_passage: dict[str, list[Any]] = {}
         for record in self.records.values():
             self.by_passage.setdefault(record.passage_id, []).append(record)
-        from corefsearch.datasets.dataset import Dataset
 
         # Each mention's type from clusters.jsonl (a cluster holds mentions of one type): no pass over the passages.
         self.types = {m: c.type for c in Dataset(Path(dataset_dir)).clusters() for m in c.mention_ids}
@@ -244,7 +242,6 @@ class EncoderExpansion:
 
     @classmethod
     def load(cls, encoder_dir: Path, dataset_dir: Path, device: str = "cpu") -> EncoderExpansion:
-        from corefsearch.base.models import resolve_device
         from corefsearch.cluster.model import MentionEncoder
 
         return cls(MentionEncoder.load(Path(encoder_dir), resolve_device(device)), dataset_dir)
@@ -260,7 +257,6 @@ class EncoderExpansion:
         if query.id in self.records:
             self._encode({query.id})
             return self.vectors[query.id]
-        from corefsearch.cluster.inputs import MentionRecord
 
         record = MentionRecord(query.id, "", "", None, query.passage_id, query.text[query.start:query.end],
                                query.start, query.end, query.text, "")
@@ -437,7 +433,6 @@ def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequen
     document (in the order of their best rank), and the other mentions nearest to the query as near misses.
     Each mention's score is its cosine similarity to the query mention."""
     from corefsearch.cluster.agglomerative import cluster_dense
-    from corefsearch.cluster.inputs import MentionRecord
 
     tau = encoder.config.threshold if threshold is None else threshold
     if tau is None:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
+from corefsearch.distributed.reranking import rerank_on_ray
 from corefsearch.reader.rerank import ReaderOptions, check_rerank_k, rerank_hits, rerank_many
 from corefsearch.search.expansion import ExpansionOptions, from_spans, second_round
 from corefsearch.search.retriever import Retriever
@@ -110,8 +112,6 @@ class QueryFlow:
         started = time.perf_counter()
         fusion = self.fusion()[0]
         if self.ray is not None:
-            from corefsearch.distributed.reranking import rerank_on_ray
-
             assert self.reader is not None
             pairs, self.times.workers = rerank_on_ray(replace_rerank_k(self.reader, rerank_k), retrieved, texts,
                                                       fusion, self.ray)
@@ -119,8 +119,6 @@ class QueryFlow:
             query, hits = retrieved[0]
             pairs = [rerank_hits(self.loaded_reader, query, hits, texts, rerank_k, fusion)]
         else:
-            from corefsearch.base.progress import track
-
             assert self.reader is not None
             size = self.reader.batch_queries  # queries whose windows are read together
             pairs = [pair for start in track(range(0, len(retrieved), size), "Re-ranking",

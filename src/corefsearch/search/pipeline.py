@@ -17,11 +17,13 @@ from typing import Any
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import dataset_holding, read_queries
+from corefsearch.datasets.text import has_records
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.reader.rerank import ReaderOptions
+from corefsearch.search.backends import BACKENDS
 from corefsearch.search.engine import AdhocResult, SearchEngine, query_of
-from corefsearch.search.expansion import ExpansionOptions
+from corefsearch.search.expansion import EncoderExpansion, ExpansionOptions
 from corefsearch.search.flow import QueryFlow, check_flow, check_k
 from corefsearch.search.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever
 from corefsearch.search.run_writer import RunWriter, spans_path_for
@@ -33,8 +35,6 @@ def index_dataset(dataset_dir: Path, out: Path, backend: str = "lucene", options
     """The index of kind ``backend`` (``lucene``, ``dense``: ``corefsearch.search.backends``) of a
     dataset, built with that backend's ``options`` (its ``Options`` class; default: its defaults).
     Several kinds can live in the same ``out`` directory."""
-    from corefsearch.search.backends import BACKENDS
-
     if backend not in BACKENDS:
         raise InputError(f"no index backend {backend!r}: one of {', '.join(BACKENDS)}")
     chosen = BACKENDS[backend]
@@ -146,8 +146,6 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     rounds = expansion.rounds if expansion is not None else 1
     expander = None
     if expanding and expansion is not None and dataset_dir is not None and expansion.encoder is not None:
-        from corefsearch.search.expansion import EncoderExpansion
-
         encoder_dir, device = expansion.encoder, retrieval.device
         expander = lambda: EncoderExpansion.load(encoder_dir, dataset_dir, device)  # noqa: E731
     flow = QueryFlow(retriever, reader, loaded_reader, reader_config, expansion, expander, ray)
@@ -185,8 +183,6 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
 def _check_split_queries(queries_path: Path) -> None:
     """A queries file of a dataset of plain documents (``DATASET/queries/SPLIT.jsonl``), missing or empty: the
     one line saying why, not "no such file" (queries written there by hand are searched)."""
-    from corefsearch.datasets.text import has_records
-
     path = Path(queries_path)
     dataset = dataset_holding(path) if path.parent.name == "queries" else None
     if dataset is None or dataset.has_gold_mentions or has_records(path):

@@ -17,10 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import check_device
+from corefsearch.base.onnx_backend import check_backend_device
 from corefsearch.base.schema import Hit, Query
+from corefsearch.datasets.dataset import check_built_from
 from corefsearch.fusion import FusionOptions
 from corefsearch.search.backends import BACKENDS, backends_of, compose
 from corefsearch.search.backends import RETRIEVERS as RETRIEVER_BACKENDS
+from corefsearch.sparse.search import BM25Options
 
 if TYPE_CHECKING:
     from corefsearch.sparse.search import BM25Options
@@ -55,9 +59,6 @@ class RetrievalOptions:
         check_retriever_name(self.retriever)
         self.fusion.validate()
         if self.uses_dense:
-            from corefsearch.base.models import check_device
-            from corefsearch.base.onnx_backend import check_backend_device
-
             check_device(self.device)
             check_backend_device(self.backend, self.device)
 
@@ -157,8 +158,6 @@ class IndexManifests:
     def check_dataset(self, dataset_dir: Path) -> None:
         """Fail clearly when an index was built from other passages than the dataset's (gold offsets
         and query passages are the dataset's: the index must hold the same)."""
-        from corefsearch.datasets.dataset import check_built_from
-
         for name, manifest in self.manifests.items():
             what = f"the index {self.index}" if name == "lucene" else f"the {name} index {self.index}"
             check_built_from(dataset_dir, manifest.get("passages_sha256"), what,
@@ -188,8 +187,6 @@ def open_retrievers(index: Path, options: BM25Options | None = None, retrieval: 
     """The retrievers ``names`` (default: ``retrieval.retriever``) of ``index``, in that order,
     sharing one searcher per backend among them (one encoder loaded); the manifests are read once (or
     taken from ``manifests``)."""
-    from corefsearch.sparse.search import BM25Options
-
     options = options or BM25Options()
     retrieval = retrieval or RetrievalOptions()
     names = list(dict.fromkeys(names or [retrieval.retriever]))

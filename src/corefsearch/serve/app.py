@@ -39,8 +39,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corefsearch import __version__
 from corefsearch.base.errors import CorefSearchError, InputError
+from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.read import json_type
 from corefsearch.reader.rerank import check_rerank_k
+from corefsearch.search.engine import detach_thread
 from corefsearch.serve.judgements import Judge
 from corefsearch.serve.models import (
     ErrorResponse,
@@ -51,6 +53,8 @@ from corefsearch.serve.models import (
     SearchRequest,
     SearchResponse,
 )
+from corefsearch.sparse.formulation import QUERY_FORMATS
+from corefsearch.sparse.java_errors import is_java_exception, java_message
 
 if TYPE_CHECKING:
     from corefsearch.search.engine import SearchEngine
@@ -208,8 +212,6 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
-        from corefsearch.sparse.java_errors import is_java_exception, java_message
-
         if is_java_exception(error):
             message = f"Lucene (Java) failed: {java_message(error)}"
         else:
@@ -310,8 +312,6 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
     @app.get("/info", dependencies=keyed, summary="The index, models, options, limits and versions",
              response_model=InfoResponse, responses=_errors(401))
     async def info() -> dict[str, Any]:
-        from corefsearch.sparse.formulation import QUERY_FORMATS
-
         bm25 = (description.get("options") or {}).get("bm25") or {}
         reader = description.get("reader") or {}
         defaults = {"retriever": engine.retrievers[0], "k": min(10, limits.max_k),
@@ -375,8 +375,6 @@ def _check(request: SearchRequest, limits: Limits) -> None:
 def _close_pool(executor: ThreadPoolExecutor, threads: int) -> None:
     """Let the searches in flight finish, detach each search thread from the JVM (pyjnius asks it of a
     thread that called Java before it ends), then end the threads."""
-    from corefsearch.search.engine import detach_thread
-
     barrier = threading.Barrier(threads)
 
     def detach() -> None:
@@ -391,8 +389,6 @@ def _close_pool(executor: ThreadPoolExecutor, threads: int) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _queries(dataset: Path, split: str) -> list[Any]:
-    from corefsearch.datasets.dataset import Dataset
-
     return Dataset(dataset).queries(split)
 
 

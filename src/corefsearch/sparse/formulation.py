@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.nlp import entities, sentence_spans
 from corefsearch.base.schema import Query
 
 QUERY_FORMATS = ("mention", "mention+entities", "sentence", "context", "document")
@@ -36,8 +37,6 @@ def formulate(queries: Sequence[Query], query_format: str,
     if query_format == "context":
         return [q.text for q in queries]
     if query_format == "sentence":
-        from corefsearch.base.nlp import sentence_spans
-
         strings = []
         for query, spans in zip(queries, sentence_spans(q.text for q in queries), strict=True):
             # A mention that a sentence boundary cuts gets every sentence it touches.
@@ -47,7 +46,6 @@ def formulate(queries: Sequence[Query], query_format: str,
             else:
                 strings.append(query.text[touched[0][0]:touched[-1][1]])
         return strings
-    from corefsearch.base.nlp import entities
 
     # Queries from one passage share its text: run NER once per distinct text.
     texts = list(dict.fromkeys(q.text for q in queries))

@@ -7,11 +7,11 @@ import functools
 import re
 from typing import Any
 
+from corefsearch.sparse.java import ensure_java
+
 
 @functools.lru_cache(maxsize=1)
 def _lucene_analyzer() -> Any:
-    from corefsearch.sparse.java import ensure_java
-
     ensure_java()
     from pyserini.analysis import Analyzer, get_lucene_analyzer
 

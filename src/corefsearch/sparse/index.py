@@ -33,6 +33,7 @@ from corefsearch.base.schema import Passage
 from corefsearch.datasets.dataset import Dataset, check_built_from
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import atomic_directory, sha256_file
+from corefsearch.sparse.java import ensure_java
 
 LUCENE_DIR = "lucene"
 # The fields of field-weighted BM25 (besides ``contents``), in the order they are written.
@@ -141,8 +142,6 @@ def index_passages(passages: Iterable[Passage], index_dir: Path, fields_dir: Pat
     The indexers are closed (the indexes committed) on return; the number of passages is returned.
     ``corefsearch index`` and ``corefsearch add`` both write through here, so an appended index is
     written exactly as a built one."""
-    from corefsearch.sparse.java import ensure_java
-
     ensure_java()
     from pyserini.index.lucene import LuceneIndexer
 
@@ -201,7 +200,6 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
         raise InputError(f"--threads must be at least 1, got {threads}")
     target = Path(out) / LUCENE_DIR
     expected = dataset.manifest.get("counts", {}).get("passages")
-    from corefsearch.sparse.java import ensure_java
 
     ensure_java()
     import pyserini.index.lucene  # noqa: F401  (starts the JVM: before the clock, as the manifest's seconds always were)

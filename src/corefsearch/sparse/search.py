@@ -34,6 +34,16 @@ from corefsearch.base.schema import Hit, Query
 from corefsearch.io.write import atomic_file
 from corefsearch.sparse.formulation import QUERY_FORMATS, formulate
 from corefsearch.sparse.index import FIELDS, FIELDS_DIR, LUCENE_DIR, load_lucene_manifest, require_fields
+from corefsearch.sparse.java import ensure_java
+from corefsearch.sparse.java_errors import (
+    LUCENE_DEFAULT_MAX_CLAUSES,
+    MAX_CLAUSES,
+    distinct_terms,
+    java_errors,
+    java_stderr,
+    raise_clause_limit,
+    raise_on_java_trace,
+)
 
 SEARCH_FIELDS = ("contents", *FIELDS)
 
@@ -151,8 +161,6 @@ class BM25Searcher:
 
     def __init__(self, index: Path, options: BM25Options | None = None,
                  manifest: dict[str, Any] | None = None) -> None:
-        from corefsearch.sparse.java import ensure_java
-
         self.index = Path(index)
         self.manifest = manifest if manifest is not None else load_lucene_manifest(self.index)
         self.index_dir = self.index / LUCENE_DIR / "index"
@@ -175,8 +183,6 @@ class BM25Searcher:
 
     def _java(self, what: str) -> Any:
         """A Java exception as one ``InputError`` line, ``WHAT {index folder} (Class: message); rebuild …``."""
-        from corefsearch.sparse.java_errors import java_errors
-
         dataset = self.manifest.get("dataset", "DATASET")
         return java_errors(f"{what} {self.index_dir}",
                            f"if the index is damaged or incomplete, rebuild it with "
@@ -184,8 +190,6 @@ class BM25Searcher:
 
     def _simple_searcher(self) -> Any:
         if self._simple is None:
-            from corefsearch.sparse.java_errors import raise_clause_limit
-
             raise_clause_limit()
             with self._java("cannot open the Lucene index"):
                 searcher = self._autoclass("io.anserini.search.SimpleSearcher")(str(self.search_dir))
@@ -311,8 +315,6 @@ class BM25Searcher:
     def search_batch(self, query_strings: Sequence[str], qids: Sequence[str], k: int,
                      exclude: Sequence[str | None]) -> dict[str, list[Hit]]:
         """Search many queries at once through Anserini's ``SearchCollection``."""
-        from corefsearch.sparse.java_errors import java_stderr, raise_clause_limit, raise_on_java_trace
-
         raise_clause_limit()
         search_collection = self._autoclass("io.anserini.search.SearchCollection")
         with tempfile.TemporaryDirectory(prefix="corefsearch-bm25-") as tmp:
@@ -363,8 +365,6 @@ def warn_long_queries(strings: Sequence[str], qids: Sequence[str]) -> int:
     are searched with all their terms, the limit being raised (see ``java_errors``); returns their number."""
     import warnings
 
-    from corefsearch.sparse.java_errors import LUCENE_DEFAULT_MAX_CLAUSES, MAX_CLAUSES, distinct_terms
-
     long = [(qid, n) for qid, n in ((qid, distinct_terms(s)) for qid, s in zip(qids, strings, strict=True))
             if n > LUCENE_DEFAULT_MAX_CLAUSES]
     if long:
@@ -381,7 +381,6 @@ def save_topics_file(path: Path, queries: list[Query], strings: list[str]) -> in
     (``qid<TAB>query``, whitespace folded to single spaces, as corefsearch hands them to
     Anserini), so that ``python -m pyserini.search.lucene --topics FILE.tsv --bm25`` searches
     with the same strings. Returns the number of topics written."""
-    from corefsearch.sparse.search import _one_line
 
     rows = 0
     with atomic_file(Path(path)) as handle:

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from corefsearch.base.errors import InputError
-from corefsearch.base.precision import PRECISION_HELP
+from corefsearch.base.models import check_device
+from corefsearch.base.precision import PRECISION_HELP, check_precision
 from corefsearch.training.loop import LoopOptions
 
 if TYPE_CHECKING:
@@ -118,8 +119,6 @@ class TrainingArguments:
                       "--log-every": self.log_every})
         if not 0 <= self.warmup < 1:
             raise InputError(f"--warmup is a fraction of the steps in [0, 1), got {self.warmup}")
-        from corefsearch.base.models import check_device
-        from corefsearch.base.precision import check_precision
 
         check_device(self.device)
         check_precision(self.precision)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.precision import autocast, grad_scaler
 from corefsearch.io.write import atomic_directory, write_json
 from corefsearch.training.checkpoint import (
     BEST_FILE,
@@ -95,8 +96,6 @@ def train_loop(task: TrainingTask, work: WorkDir, out: Path, options: LoopOption
     optimizer step. See the module docstring."""
     import torch
     from transformers import get_linear_schedule_with_warmup
-
-    from corefsearch.base.precision import autocast, grad_scaler
 
     log = log or default_log
     steps_per_epoch = task.steps_per_epoch

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from corefsearch.base.artefacts import manifest_record, training_kind, versions
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import check_model_folder, resolve_device
+from corefsearch.base.precision import resolve, using
 from corefsearch.io.write import sha256_file
 from corefsearch.training.checkpoint import WorkDir
 from corefsearch.training.common import Log, claim_work_dir, default_log, seed_everything, set_threads
@@ -94,16 +96,12 @@ class Run:
     @property
     def precision(self) -> str:
         """What ``--precision`` means on the run's device: fp32, bf16 or fp16."""
-        from corefsearch.base.precision import resolve
-
         return resolve(self.args.precision, self.device)
 
     def train(self, task: TrainingTask, on_step: Callable[[int, float], None] | None = None) -> LoopResult:
         """Run ``task`` through the training loop into ``OUT``, its steps and dev evaluations in the
         run's precision."""
         from dataclasses import replace
-
-        from corefsearch.base.precision import using
 
         options = replace(self.args.loop_options(self.overwrite), device=self.device, precision=self.precision)
         with using(self.args.precision):
@@ -120,8 +118,6 @@ def start_run(args: TrainingArguments, out: Path, *, overwrite: bool, log: Log |
     model folder, open the trainer's inputs (``open_inputs()``: the dataset, a run file, ... and
     their errors), refuse an existing ``OUT`` unless ``overwrite``, resolve the device.
     Returns the run and what ``open_inputs`` returned."""
-    from corefsearch.base.models import check_model_folder, resolve_device
-
     args.validate()
     set_threads(args.threads)
     check_model_folder(args.base_model, "--base-model")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from corefsearch.search.backends.dense import DenseBackend
 from corefsearch.search.backends.lucene import LuceneBackend
+from corefsearch.search.hybrid import HybridSearcher
 
 if TYPE_CHECKING:
     from corefsearch.search.retriever import RetrievalOptions
@@ -80,8 +81,6 @@ def backends_in(index: Path) -> Iterator[IndexBackend]:
 def compose(retriever: str, searchers: dict[str, Any], retrieval: RetrievalOptions) -> Any:
     """The retriever ``retriever`` from its backends' opened searchers."""
     if retriever == "hybrid":
-        from corefsearch.search.hybrid import HybridSearcher
-
         return HybridSearcher(searchers["lucene"], searchers["dense"], retrieval.fusion)
     (name,) = RETRIEVERS[retriever]
     return searchers[name]

@@ -11,6 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import now, write_manifest
 from corefsearch.base.errors import InputError
+from corefsearch.base.models import check_device
+from corefsearch.base.onnx_backend import check_backend_device
+from corefsearch.datasets.dataset import iter_passages
+from corefsearch.dense import faiss_index
+from corefsearch.dense import store as dense
+from corefsearch.dense.chunks import CHUNK_SIZE, encode_chunk, link_pyserini_names
+from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
+from corefsearch.dense.search import DenseSearcher
+from corefsearch.dense.store import load_dense_manifest, load_encoder
+from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
 from corefsearch.io.write import sha256_file
 
 if TYPE_CHECKING:
@@ -38,9 +48,6 @@ class DenseIndexOptions:
         options. Each value the builder takes (``--faiss``, ``--batch-size``, ``--chunk-size``, ``--shard``,
         ``--merge-shards``, the Ray options) is checked once, by the builder that runs, before its
         output guard and before any work."""
-        from corefsearch.base.models import check_device
-        from corefsearch.base.onnx_backend import check_backend_device
-
         check_device(self.device)
         check_backend_device(self.backend, self.device)
         if self.ray is not None and (self.shard is not None or self.merge_shards is not None):
@@ -65,8 +72,6 @@ class DenseBackend:
     Options = DenseIndexOptions
 
     def load_manifest(self, index: Path) -> dict[str, Any]:
-        from corefsearch.dense.store import load_dense_manifest
-
         return load_dense_manifest(index)
 
     def rebuild_command(self, dataset_dir: Path, index: Path, manifest: dict[str, Any]) -> str:
@@ -76,15 +81,12 @@ class DenseBackend:
     def build(self, dataset_dir: Path, out: Path, options: DenseIndexOptions, overwrite: bool) -> Any:
         """The dense index, one shard of it, or the merge of the shards."""
         options.validate()
-        from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
 
         if options.merge_shards is not None:
             return merge_dense_shards(dataset_dir, out, options.merge_shards, faiss_type=options.faiss_type,
                                       encoder=options.encoder, device=options.device, overwrite=overwrite)
         assert options.encoder  # validate()
         if options.ray is not None:
-            from corefsearch.distributed.dense_encoding import build_dense_index_on_ray
-
             return build_dense_index_on_ray(dataset_dir, out, options.encoder, options.ray,
                                             faiss_type=options.faiss_type, batch_size=options.batch_size,
                                             device=options.device, overwrite=overwrite,
@@ -97,8 +99,6 @@ class DenseBackend:
     def prepare_append(self, index: Path, options: AppendOptions) -> Any:
         """The encoder the dense index was built with (or ``options.encoder``, if it encodes passages the
         same way), loaded and checked."""
-        from corefsearch.dense.store import load_dense_manifest, load_encoder
-
         recorded = load_dense_manifest(index)["encoder"]
         model = load_encoder(options.encoder if options.encoder is not None else recorded["reference"],
                              options.device)
@@ -113,11 +113,6 @@ class DenseBackend:
         """Encode the new passages, add them to a copy of ``index/dense``'s FAISS index in ``staged``
         (flat and HNSW: ``add``; IVF-PQ: ``add`` with its trained quantiser, not retrained)."""
         import numpy as np
-
-        from corefsearch.datasets.dataset import iter_passages
-        from corefsearch.dense import faiss_index
-        from corefsearch.dense import store as dense
-        from corefsearch.dense.chunks import CHUNK_SIZE, encode_chunk, link_pyserini_names
 
         folder = index / dense.DENSE_DIR
         manifest = dense.load_dense_manifest(index)
@@ -160,8 +155,6 @@ class DenseBackend:
         return count
 
     def open(self, index: Path, manifest: dict[str, Any], options: BM25Options, retrieval: RetrievalOptions) -> Any:
-        from corefsearch.dense.search import DenseSearcher
-
         return DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifest,
                              backend=retrieval.backend, search_parameters=retrieval.search_parameters)
 

@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import now, write_manifest
+from corefsearch.datasets.dataset import iter_passages
 from corefsearch.io.write import sha256_file
+from corefsearch.sparse import index as lucene
+from corefsearch.sparse.index import build_lucene_index, load_lucene_manifest
+from corefsearch.sparse.search import BM25Searcher
 
 if TYPE_CHECKING:
     from corefsearch.search.backends import AppendOptions
@@ -37,8 +41,6 @@ class _LucenePassages:
 
     def passage(self, passage_id: str) -> dict[str, Any]:
         if self._searcher is None:
-            from corefsearch.sparse.search import BM25Searcher
-
             self._searcher = BM25Searcher(self.index, manifest=self.manifest)
         return self._searcher.passage(passage_id)  # type: ignore[no-any-return]
 
@@ -68,16 +70,12 @@ class LuceneBackend:
     Options = LuceneIndexOptions
 
     def load_manifest(self, index: Path) -> dict[str, Any]:
-        from corefsearch.sparse.index import load_lucene_manifest
-
         return load_lucene_manifest(index)
 
     def rebuild_command(self, dataset_dir: Path, index: Path, manifest: dict[str, Any]) -> str:
         return f"corefsearch index {dataset_dir} --out {index} --overwrite"
 
     def build(self, dataset_dir: Path, out: Path, options: LuceneIndexOptions, overwrite: bool) -> Any:
-        from corefsearch.sparse.index import build_lucene_index
-
         return build_lucene_index(dataset_dir, out, threads=options.threads, overwrite=overwrite,
                                   fields=options.fields)
 
@@ -88,9 +86,6 @@ class LuceneBackend:
                options: AppendOptions) -> int:
         """The new passages appended to a hard-linked copy of ``index/lucene`` in ``staged`` (Anserini's
         append mode: the old index is never touched)."""
-        from corefsearch.datasets.dataset import iter_passages
-        from corefsearch.sparse import index as lucene
-
         manifest = lucene.load_lucene_manifest(index)
         _link_tree(index / lucene.LUCENE_DIR, staged)
         # The indexing of build_lucene_index, in Anserini's append mode.
@@ -110,8 +105,6 @@ class LuceneBackend:
         return count
 
     def open(self, index: Path, manifest: dict[str, Any], options: BM25Options, retrieval: RetrievalOptions) -> Any:
-        from corefsearch.sparse.search import BM25Searcher
-
         return BM25Searcher(index, options, manifest=manifest)
 
     def passages(self, index: Path, manifest: dict[str, Any], opened: Any = None) -> Any:
