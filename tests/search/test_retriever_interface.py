@@ -96,6 +96,8 @@ def test_manifests_are_read_once_per_open(both_indexes: Path, queries: list[Quer
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import corefsearch.dense.search as dense_search
     import corefsearch.dense.store as dense_store
+    import corefsearch.search.backends.dense as dense_backend
+    import corefsearch.search.backends.lucene as lucene_backend
     import corefsearch.sparse.index as sparse_index
     import corefsearch.sparse.search as sparse_search
 
@@ -109,9 +111,9 @@ def test_manifests_are_read_once_per_open(both_indexes: Path, queries: list[Quer
 
     lucene, dense = counting("lucene", sparse_index.load_lucene_manifest), counting("dense",
                                                                                     dense_store.load_dense_manifest)
-    for module in (sparse_index, sparse_search):
+    for module in (sparse_index, sparse_search, lucene_backend):
         monkeypatch.setattr(module, "load_lucene_manifest", lucene)
-    for module in (dense_store, dense_search):
+    for module in (dense_store, dense_search, dense_backend):
         monkeypatch.setattr(module, "load_dense_manifest", dense)
     retriever = open_retriever(both_indexes, BM25Options(query_format="mention"),
                                RetrievalOptions("hybrid", device="cpu"))

@@ -205,13 +205,13 @@ def test_the_undamaged_copy_resumes(resumable: Path, tiny_base: Path, tiny_datas
 @pytest.mark.parametrize("content", [b"\xff\xfe not UTF-8", b"{\"q1\": 5}", b"[\"p1\"]"])
 def test_damaged_hard_negatives_are_mined_again(tmp_path: Path, content: bytes,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import corefsearch.dense.mining as mining
+    import corefsearch.dense.train as dense_train
     from corefsearch.dense.train import _hard_negative_candidates
 
     work = WorkDir(tmp_path / "model")
     work.create()
     (work.path / "hard_negatives.json").write_bytes(content)
-    monkeypatch.setattr(mining, "mine_in_child", lambda *args: {"q1": ["p7", "p9"]})
+    monkeypatch.setattr(dense_train, "mine_in_child", lambda *args: {"q1": ["p7", "p9"]})
     messages: list[str] = []
     args = retriever_args(tmp_path, hard_negatives=2)
     mined = _hard_negative_candidates(work, [], {}, args, tmp_path / "index", messages.append)
