@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.io.trec import read_qrels, read_run
+    from corefsearch.search.candidates import open_candidates
     from corefsearch.search.expansion import EncoderExpansion
 
     depths = [int(x) for x in args.depths.split(",")]
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.oracle_only:
         return 0
-    expander = EncoderExpansion.load(args.mention_encoder, args.dataset, args.device)
+    expander = EncoderExpansion.load(args.mention_encoder, open_candidates("gold", args.dataset), args.device)
     log("encoding the annotated mentions of the top passages")
     chosen = expander.nearest([(queries[qid], ids[:deepest]) for qid, ids in first.items()])
     gold = {(qid, pid): cos for qid in first for pid, cos in expander.similarities(queries[qid], chosen[qid]).items()}

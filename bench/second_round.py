@@ -57,6 +57,7 @@ from typing import Any
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
 METRICS = ("MRR@10", "mAP@10", "R@10", "R@100")
+CANDIDATES: list[Any] = ["gold", None]  # --candidates and --detector (main sets them)
 
 
 def log(message: str) -> None:
@@ -78,6 +79,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     query's expansion queries (largest N), their hits; seconds of each round."""
     from corefsearch.base.schema import Hit
     from corefsearch.datasets.dataset import read_queries
+    from corefsearch.search.candidates import open_candidates
     from corefsearch.search.expansion import EncoderExpansion, from_spans
     from corefsearch.search.retriever import open_retriever
 
@@ -111,7 +113,7 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     else:
         from corefsearch.search.expansion import BACKGROUND_FROM, expansion_query
 
-        expander = EncoderExpansion.load(encoder, dataset, device)
+        expander = EncoderExpansion.load(encoder, open_candidates(CANDIDATES[0], dataset, CANDIDATES[1]), device)
         chosen = expander.nearest([(q, [h.passage_id for h in hits[:n_max]]) for q, hits in first])
         floor = (expander.background([(q, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for q, hits in first])
                  if background else {q.id: None for q, _ in first})  # no margin in the grid: not encoded
@@ -224,6 +226,7 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     from corefsearch.evaluate.query_clusters import score_query_clusters
     from corefsearch.evaluate.spans import read_spans
     from corefsearch.io.trec import read_qrels, read_run
+    from corefsearch.search.candidates import open_candidates
     from corefsearch.search.expansion import EncoderExpansion, expansion_list, finds_again, from_spans, fuse_rounds
 
     queries = read_queries(dataset / "queries" / "test.jsonl")
@@ -235,7 +238,7 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     for span in read_spans(spans_path):
         marked.setdefault(span.qid, {})[span.passage_id] = (span.start, span.end)
     texts = {h.passage_id: retriever.passage(h.passage_id)["text"] for _, hits in first for h in hits[:n]}
-    expander = EncoderExpansion.load(encoder, dataset, device)
+    expander = EncoderExpansion.load(encoder, open_candidates(CANDIDATES[0], dataset, CANDIDATES[1]), device)
     sources = {"reader": {q.id: from_spans(q, hits, marked.get(q.id, {}), texts, n) for q, hits in first},
                "encoder": expander.expansions(first, n, gate)}
     # The same passage may give each source a query, with other mentions marked: searched apart.
@@ -304,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", default="0",
                         help="H: the top H ranks come from each list's own passage alone, the rest from the lists "
                              "(0: no such split)")
+    parser.add_argument("--candidates", default="detected", choices=("detected", "gold"),
+                        help="the encoder's candidate mentions (gold: an upper bound, the annotations)")
+    parser.add_argument("--detector", default=None, help="with --candidates detected: heuristic or a detector folder "
+                                                           "run at query time (default: the dataset's stored ones)")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -313,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-test", default=None, help="N,w[,gate]: skip dev, use these (and --reciprocal)")
     parser.add_argument("--warm", type=int, default=0, help="also time N test queries on the warm engine")
     args = parser.parse_args(argv)
+    CANDIDATES[:] = [args.candidates, args.detector]
     if args.only_test:
         n, w, *g = args.only_test.split(",")
         gate = float(g[0]) if g else None
@@ -435,7 +443,8 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
 
     setup = hybrid_setup(args.device)
     engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
-                               expansion=ExpansionOptions(1, max(n, 1), w, "encoder", args.mention_encoder, gate))
+                               expansion=ExpansionOptions(1, max(n, 1), w, CANDIDATES[0], CANDIDATES[1],
+                                                          args.mention_encoder, gate))
     queries = read_queries(args.dataset / "queries" / "test.jsonl")[:count]
     times: dict[int, list[float]] = {1: [], 2: []}
     for i, query in enumerate(queries):

@@ -36,7 +36,7 @@ def test_search_query_and_serve_take_each_shared_option_as_declared_once() -> No
     search, query, serve = options("search"), options("query"), options("serve")
     shared = {name for name in search if name in serve} | {name for name in search if name in query}
     assert {"query_format", "rm3", "fields", "retriever", "encoder", "backend", "reader", "rerank_k", "ef_search",
-            "rounds", "expand_head", "mention_encoder"} <= shared
+            "rounds", "candidates", "detector", "mention_encoder"} <= shared
     for name in sorted(shared - {"index", "k", "help"}):
         for command, params in (("query", query), ("serve", serve)):
             if name not in params or (command, name) in OWN:
@@ -51,5 +51,5 @@ def test_search_query_and_serve_take_each_shared_option_as_declared_once() -> No
 def test_the_help_comes_from_the_options_dataclasses() -> None:
     fields = BM25Options.__dataclass_fields__
     assert options("search")["rm3"].help == fields["rm3"].metadata["help"]
-    assert options("query")["expand_head"].help == ExpansionOptions.__dataclass_fields__["head"].metadata["help"]
+    assert options("query")["candidates"].help == ExpansionOptions.__dataclass_fields__["candidates"].metadata["help"]
     assert options("serve")["query_format"].help.startswith(fields["query_format"].metadata["help"])

@@ -315,9 +315,9 @@ NO_EXPORT = "--backend {} runs an ONNX export of the encoder, and the bundled de
 @pytest.mark.parametrize(("args", "expected"), [
     (["query", "--mention", "quake", "--cluster"],
      "--cluster clusters the mentions found with a mention encoder: add --mention-encoder DIR"),
-    (["query", "--mention", "quake", "--rounds", "2"], "--rounds 2 without a reader marks the expansion mentions"),
-    (["search", "--queries", "q.jsonl", "--out", "run", "--rounds", "2", "--expand-from", "reader"],
-     "--expand-from reader takes the spans of --reader"),
+    (["query", "--mention", "quake", "--rounds", "2"], "--rounds 2 with --candidates detected: the mention encoder"),
+    (["search", "--queries", "q.jsonl", "--out", "run", "--rounds", "2", "--candidates", "reader"],
+     "--candidates reader takes the spans of --reader"),
     (["query", "--mention", "quake", "--retriever", "dense", "--backend", "onnx"], NO_EXPORT.format("onnx")),
     (["search", "--queries", "q.jsonl", "--out", "run", "--retriever", "hybrid", "--backend", "onnx-int8",
       "--encoder", "default"], NO_EXPORT.format("onnx-int8")),

@@ -163,19 +163,33 @@ class FixedEncoder:
         return [np.array([c, math.sqrt(1 - c * c)]) for c in (self.cosines[r.mention_id] for r in records)]
 
 
+class FixedCandidates:
+    """Candidate mentions given by hand: ``{mention id: passage id}``, all of the query's type."""
+
+    name = "gold"
+
+    def __init__(self, records: dict) -> None:
+        self.records = records
+
+    def of(self, passage_ids: list) -> dict:
+        from corefsearch.search.candidates import Candidate
+
+        found: dict = {}
+        for record in self.records.values():
+            if record.passage_id in passage_ids:
+                found.setdefault(record.passage_id, []).append(Candidate(record, QUERY.type))
+        return found
+
+    def query_record(self, query: Query) -> object:
+        return self.records[query.id]
+
+
 def fixed_expansion(cosines: dict[str, float], passage_of: dict[str, str]) -> EncoderExpansion:
     from corefsearch.cluster.inputs import MentionRecord
 
-    expansion = EncoderExpansion.__new__(EncoderExpansion)
-    expansion.encoder = FixedEncoder({"q1": 1.0, **cosines})
-    expansion.records = {m: MentionRecord(m, "c1", "d", None, p, "fire", 4, 8, QUERY.text, "")
-                         for m, p in {"q1": "d1-0", **passage_of}.items()}
-    expansion.by_passage = {}
-    for record in expansion.records.values():
-        expansion.by_passage.setdefault(record.passage_id, []).append(record)
-    expansion.types = dict.fromkeys(expansion.records, QUERY.type)
-    expansion.vectors = {}
-    return expansion
+    records = {m: MentionRecord(m, "c1", "d", None, p, "fire", 4, 8, QUERY.text, "")
+               for m, p in {"q1": "d1-0", **passage_of}.items()}
+    return EncoderExpansion(FixedEncoder({"q1": 1.0, **cosines}), FixedCandidates(records))
 
 
 def test_the_margin_test_keeps_the_mentions_clearly_nearer_than_the_first_rounds_background() -> None:
@@ -195,9 +209,9 @@ def test_the_margin_test_keeps_the_mentions_clearly_nearer_than_the_first_rounds
     # A first round with no mention in its background: nothing to compare with, so no test.
     assert kept(0.06, ranked[:BACKGROUND_FROM]) == ["p1", "p2"]
     # With the test on, the encoder's first round is searched to the background's depth; the run keeps k.
-    on = ExpansionOptions(rounds=2, source="encoder", margin=0.0)
+    on = ExpansionOptions(rounds=2, candidates="gold", margin=0.0)
     assert on.first_depth(10, False) == BACKGROUND_DEPTH and on.first_depth(500, False) == 500
-    assert ExpansionOptions(rounds=2, source="encoder").first_depth(10, False) == 10
+    assert ExpansionOptions(rounds=2, candidates="detected").first_depth(10, False) == 10
     assert ExpansionOptions(rounds=2, margin=0.0).first_depth(10, True) == 10  # the reader's spans: no test
     first = [(QUERY, ranked)]
     assert len(second_round(Recorder(), first, {"q1": []}, on, 10)[0][1]) == 10
@@ -247,24 +261,29 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
     for options, message in ((ExpansionOptions(rounds=3), "--rounds must be 1 or 2"),
                              (ExpansionOptions(rounds=2, expand=-1), "--expand must not be negative"),
                              (ExpansionOptions(rounds=2, weight=math.nan), "--expand-weight"),
-                             (ExpansionOptions(rounds=2, source="bm25"), "--expand-from must be one of"),
+                             (ExpansionOptions(rounds=2, candidates="bm25"), "--candidates must be one of"),
                              (ExpansionOptions(rounds=2, min_similarity=1.5), "--expand-min-similarity is a cosine"),
                              (ExpansionOptions(rounds=2, reciprocal=-1), "--expand-reciprocal must not be negative"),
                              (ExpansionOptions(rounds=2, margin=2.5), "--expand-margin is a difference"),
                              (ExpansionOptions(rounds=2, list_depth=-1), "--expand-list-depth must not be negative"),
                              (ExpansionOptions(rounds=2, head=-1), "--expand-head must not be negative"),
-                             (ExpansionOptions(rounds=2, source="reader"), "--expand-from reader takes the spans"),
+                             (ExpansionOptions(rounds=2, candidates="reader"), "--candidates reader takes the spans"),
+                             (ExpansionOptions(rounds=2, candidates="gold", detector="heuristic"),
+                              "--detector finds the candidates of --candidates detected"),
                              (ExpansionOptions(rounds=2), "add --mention-encoder DIR"),
-                             (ExpansionOptions(rounds=2, source="encoder", encoder=tmp_path / "nothing"),
+                             (ExpansionOptions(rounds=2, candidates="gold", encoder=tmp_path / "nothing"),
                               "no such model folder")):
         with pytest.raises(CorefSearchError, match=message):
             options.validate(has_reader=False)
-    options = ExpansionOptions(rounds=2, expand=4, weight=0.75, source="encoder", encoder=tmp_path,
+    options = ExpansionOptions(rounds=2, expand=4, weight=0.75, candidates="gold", encoder=tmp_path,
                                min_similarity=0.8, reciprocal=3, margin=0.02, list_depth=0, head=10)
     recorded = json.loads(json.dumps(options.describe(False)))
     assert recorded["background_ranks"] == [BACKGROUND_FROM + 1, BACKGROUND_DEPTH]
     assert ExpansionOptions.from_metadata(recorded) == \
-        ExpansionOptions(2, 4, 0.75, "encoder", tmp_path.resolve(), 0.8, 3, 0.02, 0, 10)
+        ExpansionOptions(2, 4, 0.75, "gold", None, tmp_path.resolve(), 0.8, 3, 0.02, 0, 10)
+    assert recorded["candidates"] == "gold" and recorded["source"] == "encoder"
+    # a run written before --candidates: its encoder's candidates were the annotated mentions
+    assert ExpansionOptions.from_metadata({**recorded, "candidates": None}).candidates == "gold"
     del recorded["reciprocal"], recorded["margin"], recorded["list_depth"], recorded["head"]  # a run from before them
     assert ExpansionOptions.from_metadata(recorded).reciprocal == 0
     assert ExpansionOptions.from_metadata(recorded).margin is None
@@ -296,52 +315,36 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
     two = search(tiny_index, tiny_dataset, tmp_path / "two.trec", *with_reader, "--rounds", "2", "--expand", "2",
                  "--expand-weight", "1")
     assert two["expansion"]["source"] == "reader" and two["expansion"]["queries"] > 0
-    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None, None)
+    assert two["expansion"]["candidates"] == "reader" and "passages_without_candidates" in two["expansion"]
+    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None, None, None)
     assert two["tag"].endswith("+round2-reader2")
     run = read_run(tmp_path / "two.trec")
     queries = {q.id: q for q in read_queries(tiny_dataset / "queries" / "dev.jsonl")}
     for qid, scores in run.items():
         assert queries[qid].passage_id not in scores and 0 < len(scores) <= 10
+    # By default the mention encoder picks among detected mentions: the heuristic detector, run on the top passages.
     encoded = search(tiny_index, tiny_dataset, tmp_path / "enc.trec", "--rounds", "2", "--expand", "3",
                      "--mention-encoder", str(encoder), "--expand-min-similarity", "-1")
     assert encoded["expansion"]["source"] == "encoder" and encoded["expansion"]["encoder"] == str(encoder.resolve())
+    assert encoded["expansion"]["candidates"] == "detected" and encoded["expansion"]["detector"] == "heuristic"
+    assert encoded["expansion"]["detected"] == "at query time"
     assert encoded["expansion"]["min_similarity"] == -1 and encoded["expansion"]["queries"] > 0
-    # A gate no mention passes: no expansion, so the first round as it is.
-    gated = search(tiny_index, tiny_dataset, tmp_path / "gated.trec", "--rounds", "2", "--expand", "3",
-                   "--mention-encoder", str(encoder), "--expand-min-similarity", "1")
-    assert gated["expansion"]["queries"] == 0
-    assert read_run(tmp_path / "gated.trec") == read_run(tmp_path / "plain.trec")
-    # The margin test reads the first round to rank 100 and the run keeps the top 10 (k). This collection is
-    # too small to have a background (ranks 21 to 100), so the test keeps every expansion.
-    margins = search(tiny_index, tiny_dataset, tmp_path / "margin.trec", "--rounds", "2", "--expand", "3",
-                     "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-margin", "2")
-    assert margins["expansion"]["margin"] == 2 and margins["expansion"]["queries"] == encoded["expansion"]["queries"]
-    assert read_run(tmp_path / "margin.trec") == read_run(tmp_path / "enc.trec")
     assert read_run(tmp_path / "enc.trec").keys() == run.keys()
-    deep = search(tiny_index, tiny_dataset, tmp_path / "deep.trec", "--rounds", "2", "--expand", "3",
-                  "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-reciprocal", "10",
-                  "--expand-head", "0")
-    assert deep["expansion"]["list_depth"] == 0 == encoded["expansion"]["list_depth"]
-    assert deep["expansion"]["reciprocal"] == 10 and encoded["expansion"]["reciprocal"] == 0
-    assert deep["expansion"]["head"] == 0 and encoded["expansion"]["head"] == 10
-    headed = search(tiny_index, tiny_dataset, tmp_path / "headed.trec", "--rounds", "2", "--expand", "3",
-                    "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-reciprocal", "10")
-    assert headed["expansion"]["head"] == 10 and headed["expansion"]["list_depth"] == 0
-    for qid, scores in read_run(tmp_path / "headed.trec").items():  # a head as deep as the run: the same passages
-        assert set(scores) == set(read_run(tmp_path / "deep.trec")[qid])
-    # By default the head (10) is as deep as the run (k 10): the first round's passages come first, in the order
-    # the lists' own passages alone give them (--expand-list-depth 1), and the searches add passages only below.
-    heads = search(tiny_index, tiny_dataset, tmp_path / "heads.trec", "--rounds", "2", "--expand", "3",
-                   "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--expand-list-depth", "1")
-    assert heads["expansion"]["list_depth"] == 1
-    plain, by_heads = read_run(tmp_path / "plain.trec"), read_run(tmp_path / "heads.trec")
-    added = 0
-    for qid, scores in read_run(tmp_path / "enc.trec").items():
-        ranked = sorted(scores, key=lambda pid: -scores[pid])
-        assert set(by_heads[qid]) == set(plain[qid])
-        assert ranked[:len(by_heads[qid])] == sorted(by_heads[qid], key=lambda pid: -by_heads[qid][pid])
-        added += len(ranked) - len(plain[qid])
-    assert added > 0  # this small collection leaves room below the first round's passages
+    # The annotated mentions only when asked for, and recorded so.
+    gold = search(tiny_index, tiny_dataset, tmp_path / "gold.trec", "--rounds", "2", "--expand", "3",
+                  "--mention-encoder", str(encoder), "--expand-min-similarity", "-1", "--candidates", "gold")
+    assert gold["expansion"]["candidates"] == "gold" and "upper bound" in gold["expansion"]["note"]
+    assert gold["expansion"]["queries"] > 0
+    # A gate no mention passes: no expansion, so the first round as it is, and said.
+    said = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries",
+                               str(tiny_dataset / "queries" / "dev.jsonl"), "--out", str(tmp_path / "gated.trec"),
+                               "--k", "10", "--query-format", "mention", "--device", "cpu", "--rounds", "2",
+                               "--expand", "3", "--mention-encoder", str(encoder), "--expand-min-similarity", "1"])
+    assert said.exit_code == 0 and "found no detected candidate mention of their type" in flat(said.output)
+    assert "their second round is their first" in flat(said.output)
+    gated = json.loads(Path(f"{tmp_path / 'gated.trec'}.meta.json").read_text())
+    assert gated["expansion"]["queries"] == 0 and gated["expansion"]["queries_without_candidates"] > 0
+    assert read_run(tmp_path / "gated.trec") == read_run(tmp_path / "plain.trec")
 
 
 def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, tmp_path: Path) -> None:
@@ -349,13 +352,10 @@ def test_second_round_errors_are_one_line(tiny_dataset: Path, tiny_index: Path, 
     base = ["search", "--index", str(tiny_index), "--queries", str(queries), "--out", str(tmp_path / "r.trec")]
     for extra, message in ((["--expand", "2"], "--expand: the second round's options; add --rounds 2"),
                            (["--expand-min-similarity", "0.5"], "--expand-min-similarity: the second round's"),
-                           (["--expand-margin", "0.05"], "--expand-margin: the second round's"),
-                           (["--expand-list-depth", "1"], "--expand-list-depth: the second round's"),
-                           (["--rounds", "2", "--expand-list-depth", "-1"], "--expand-list-depth must not be negative"),
-                           (["--expand-head", "10"], "--expand-head: the second round's"),
-                           (["--rounds", "2", "--expand-head", "-1"], "--expand-head must not be negative"),
+                           (["--candidates", "gold"], "--candidates: the second round's"),
                            (["--rounds", "2"], "add --mention-encoder DIR"),
-                           (["--rounds", "2", "--expand-from", "reader"], "--expand-from reader takes the spans"),
+                           (["--rounds", "2", "--candidates", "reader"], "--candidates reader takes the spans"),
+                           (["--rounds", "2", "--candidates", "bm25"], "--candidates must be one of"),
                            (["--rounds", "3"], "--rounds must be 1 or 2")):
         result = runner.invoke(app, [*base, *extra])
         assert result.exit_code == 1 and message in flat(result.output), result.output
@@ -410,8 +410,7 @@ def test_query_answers_with_a_second_round_and_as_a_cluster_holding_the_query_me
             "mention", "--device", "cpu", "--k", "5", "--json"]
     one = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5"])
     assert one.exit_code == 0, one.output
-    two = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--rounds", "2", "--expand", "2",
-                              "--expand-list-depth", "0"])
+    two = runner.invoke(app, [*base, "--reader", str(reader), "--rerank-k", "5", "--rounds", "2", "--expand", "2"])
     assert two.exit_code == 0, two.output
     answer = json.loads(two.output)
     assert answer["expansion"]["source"] == "reader" and len(answer["expansion"]["queries"]) <= 2
@@ -424,10 +423,12 @@ def test_query_answers_with_a_second_round_and_as_a_cluster_holding_the_query_me
     assert cluster["threshold"] == 0.5
     for mention in [m for d in cluster["documents"] for m in d["mentions"]] + cluster["near_misses"]:
         assert mention["text"][mention["start"]:mention["end"]] == mention["mention"]
-    # Without a reader, the encoder marks the mentions (of the dataset's passages) for both.
+    # Without a reader, the encoder marks the mentions (detected in the top passages) for both.
     encoded = runner.invoke(app, [*base, "--cluster", "--rounds", "2", "--mention-encoder", str(encoder)])
     assert encoded.exit_code == 0, encoded.output
-    assert json.loads(encoded.output)["expansion"]["source"] == "encoder"
+    expansion = json.loads(encoded.output)["expansion"]
+    assert expansion["source"] == "encoder" and expansion["candidates"] == "detected"
+    assert expansion["detector"] == "heuristic" and "passages_without_candidates" in expansion
     table = runner.invoke(app, [*base[:-1], "--cluster", "--mention-encoder", str(encoder)])
     assert table.exit_code == 0 and "The query mention's cluster:" in table.output
     refused = runner.invoke(app, [*base, "--cluster"])

@@ -75,12 +75,9 @@ class RoundArgs:
     rounds: int = option_of(ExpansionOptions, "rounds")
     expand: int | None = option_of(ExpansionOptions, "expand", default=None)
     expand_weight: float | None = option_of(ExpansionOptions, "weight", default=None)
-    expand_from: str | None = option_of(ExpansionOptions, "source")
+    candidates: str | None = option_of(ExpansionOptions, "candidates")
+    detector: str | None = option_of(ExpansionOptions, "detector")
     expand_min_similarity: float | None = option_of(ExpansionOptions, "min_similarity", default=None)
-    expand_reciprocal: int | None = option_of(ExpansionOptions, "reciprocal", default=None)
-    expand_margin: float | None = option_of(ExpansionOptions, "margin", default=None)
-    expand_list_depth: int | None = option_of(ExpansionOptions, "list_depth", default=None)
-    expand_head: int | None = option_of(ExpansionOptions, "head", default=None)
     mention_encoder: Path | None = option_of(ExpansionOptions, "encoder")
 
 
@@ -102,7 +99,7 @@ class FileModelArgs(ModelArgs):
 @dataclass
 class QueryRoundArgs(RoundArgs):
     mention_encoder: Path | None = option_of(ExpansionOptions, "encoder", help=(
-        "The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --expand-from encoder."))
+        "The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --candidates detected|gold."))
 
 
 @dataclass
@@ -122,7 +119,7 @@ class ServeModelArgs(ModelArgs):
 class ServeRoundArgs(RoundArgs):
     mention_encoder: Path | None = option_of(ExpansionOptions, "encoder", help=(
         "The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster view) "
-        "and of --rounds 2 --expand-from encoder."))
+        "and of --rounds 2 --candidates detected|gold."))
 
 
 def bm25_options(args: BM25Args) -> BM25Options:
@@ -265,23 +262,20 @@ def encode_batch_size(batch_size: int | None, device: str, backend: str | None =
 
 def expansion_options(args: RoundArgs, encoder_alone: bool = False) -> ExpansionOptions | None:
     """The second round's options, or None for one round; its options need ``--rounds 2``.
-    ``encoder_alone``: ``--mention-encoder`` has a use of its own (``query --cluster``, ``serve``)."""
-    settings = {"--expand": args.expand, "--expand-weight": args.expand_weight, "--expand-from": args.expand_from,
-                "--expand-min-similarity": args.expand_min_similarity, "--expand-reciprocal": args.expand_reciprocal,
-                "--expand-margin": args.expand_margin, "--expand-list-depth": args.expand_list_depth,
-                "--expand-head": args.expand_head}
-    encoder = args.mention_encoder
+    ``encoder_alone``: ``--mention-encoder`` (with ``--candidates`` and ``--detector``, the cluster answer's
+    candidates) has a use of its own (``query --cluster``, ``serve``)."""
+    settings = {"--expand": args.expand, "--expand-weight": args.expand_weight,
+                "--expand-min-similarity": args.expand_min_similarity}
+    alone = {"--mention-encoder": args.mention_encoder, "--candidates": args.candidates, "--detector": args.detector}
     if args.rounds == 1:
-        if encoder_alone and encoder is not None and all(value is None for value in settings.values()):
-            return ExpansionOptions(encoder=encoder)
-        given = [name for name, value in (*settings.items(),
-                                          *((("--mention-encoder", encoder),) if not encoder_alone else ()))
+        if encoder_alone and all(value is None for value in settings.values()):
+            return ExpansionOptions(encoder=args.mention_encoder, candidates=args.candidates, detector=args.detector)
+        given = [name for name, value in (*settings.items(), *(alone.items() if not encoder_alone else ()))
                  if value is not None]
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
-    given_values = {"expand": args.expand, "weight": args.expand_weight, "min_similarity": args.expand_min_similarity,
-                    "reciprocal": args.expand_reciprocal, "margin": args.expand_margin,
-                    "list_depth": args.expand_list_depth, "head": args.expand_head}
-    return ExpansionOptions(args.rounds, source=args.expand_from, encoder=encoder,
+    given_values = {"expand": args.expand, "weight": args.expand_weight, "min_similarity": args.expand_min_similarity}
+    return ExpansionOptions(args.rounds, candidates=args.candidates, detector=args.detector,
+                            encoder=args.mention_encoder,
                             **{name: value for name, value in given_values.items() if value is not None})

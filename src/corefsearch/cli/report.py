@@ -182,8 +182,13 @@ def print_adhoc_result(result: AdhocResult, console: Console) -> None:
         console.print(table)
     if result.expansion is not None:
         shown = ", ".join(f"{x['mention']!r} ({x['passage_id']})" for x in result.expansion["queries"]) or "none"
-        console.print(f"Second round from the {result.expansion['source']}'s mentions in the top "
-                      f"{result.expansion['expand']}: {shown}", markup=False, highlight=False)
+        expansion = result.expansion
+        where = ("the reader's spans" if expansion.get("candidates") == "reader" else
+                 f"the mention encoder's choice among {expansion.get('candidates')} mentions")
+        console.print(f"Second round from {where} in the top {expansion['expand']}: {shown}", markup=False,
+                      highlight=False)
+        if expansion.get("note"):
+            console.print(f"Note: {expansion['note']}", style="yellow", markup=False, highlight=False)
     if result.cluster is not None:
         print_answer_cluster(result.cluster, console)
 
@@ -202,6 +207,8 @@ def print_answer_cluster(cluster: dict[str, Any], console: Console) -> None:
     if cluster["near_misses"]:
         console.print("Near misses: " + "; ".join(f"#{m['rank']} {m['passage_id']} {m['mention']!r} ({m['score']:.3f})"
                                                   for m in cluster["near_misses"]), markup=False, highlight=False)
+    if cluster.get("note"):
+        console.print(f"Note: {cluster['note']}", style="yellow", markup=False, highlight=False)
 
 
 def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:

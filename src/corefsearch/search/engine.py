@@ -17,6 +17,7 @@ so a worker thread needs nothing done for it; a thread that ends after calling J
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -35,6 +36,7 @@ from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.lookup import cluster_mentions, find_query
 from corefsearch.datasets.passages import PassageFile
 from corefsearch.reader.rerank import ReaderOptions
+from corefsearch.search.candidates import describe_candidates, open_candidates
 from corefsearch.search.expansion import EncoderExpansion, ExpansionOptions, FoundMention, cluster_answer
 from corefsearch.search.flow import QueryFlow, check_flow
 from corefsearch.search.retriever import (
@@ -277,9 +279,15 @@ class SearchEngine:
 
                 getattr(nlp, pipeline)()
                 load_seconds["spacy"] = time.perf_counter() - started
-        load_seconds = {name: round(seconds, 3) for name, seconds in load_seconds.items()}
-        return cls(index, options, retrieval, opened, reader, loaded_reader, dataset, load_seconds, expansion,
-                   mention_encoder)
+        engine = cls(index, options, retrieval, opened, reader, loaded_reader, dataset, load_seconds, expansion,
+                     mention_encoder)
+        if mention_encoder is not None:  # the candidate mentions (stored, or the detector) loaded once, here
+            started = time.perf_counter()
+            with contextlib.suppress(MissingArtefactError):  # no dataset beside the index: said when asked
+                engine._expansion_engine()
+            load_seconds["candidates"] = time.perf_counter() - started
+        engine.load_seconds = {name: round(seconds, 3) for name, seconds in load_seconds.items()}
+        return engine
 
     def retriever(self, name: str | None = None) -> Retriever:
         """An opened retriever (default: the first)."""
@@ -333,11 +341,15 @@ class SearchEngine:
             rerank_fusion = flow.fusion()[0] if rerank_k else None
             expansion = None
             if answered.expansions is not None:
-                source = self.expansion.source_for(rerank_k > 0)
-                options = replace(self.expansion, rounds=2, source=source)
-                expansion = {**options.describe(source == "reader"), "queries": [
-                    {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
-                    for x in answered.expansions]}
+                options = replace(self.expansion, rounds=2)
+                expansion = {**options.describe(rerank_k > 0), **flow.times.candidates,
+                             "passages_without_candidates": flow.times.passages_without, "queries": [
+                                 {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
+                                 for x in answered.expansions]}
+                if not answered.expansions:
+                    expansion["note"] = (f"no coreferring mention found in the top {options.expand} passages "
+                                         f"({flow.times.passages_without} without a candidate): the answer is the "
+                                         "first round's")
             results = []
             for rank, hit in enumerate(hits, start=1):
                 passage = searcher.passage(hit.passage_id)
@@ -374,7 +386,9 @@ class SearchEngine:
             raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
                              "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
         if self._expander is None:
-            self._expander = EncoderExpansion(self.mention_encoder, self._dataset_dir())
+            wanted = self.expansion.candidates if self.expansion.candidates in ("detected", "gold") else "detected"
+            candidates = open_candidates(wanted, self._dataset_dir(), self.expansion.detector, self.retrieval.device)
+            self._expander = EncoderExpansion(self.mention_encoder, candidates)
         return self._expander
 
     def _document_context(self, passage_id: str) -> tuple[str | None, str]:
@@ -392,11 +406,15 @@ class SearchEngine:
         the dataset in it (``corefsearch.search.expansion.cluster_answer``)."""
         unmarked = [hit.passage_id for hit in hits if hit.passage_id not in spans]
         nearest: dict[str, Any] = {}
+        source: dict[str, Any] = {"candidates": "reader"} if spans else {}
+        unavailable = None
         if unmarked:
             try:
-                nearest = self._expansion_engine().nearest([(query, unmarked)])[query.id]
-            except CorefSearchError:
-                nearest = {}  # no dataset with mentions beside the index: the reader's spans alone
+                expander = self._expansion_engine()
+                nearest = expander.nearest([(query, unmarked)], count=False)[query.id]
+                source = {**describe_candidates(expander.candidates), **({"reader": True} if spans else {})}
+            except CorefSearchError as err:
+                unavailable = str(err)  # e.g. no dataset beside the index: the reader's spans alone
         found = []
         for hit in hits:
             span = spans.get(hit.passage_id)
@@ -407,7 +425,14 @@ class SearchEngine:
             doc_id, context = self._document_context(hit.passage_id)
             found.append(FoundMention(hit.passage_id, doc_id, hit.title, hit.text, span[0], span[1], hit.rank,
                                       context))
-        return cluster_answer(self.mention_encoder, query, self._document_context(query.passage_id)[1], found)
+        answer = cluster_answer(self.mention_encoder, query, self._document_context(query.passage_id)[1], found)
+        answer.update(source)
+        answer["passages_without_mentions"] = len(hits) - len(found)
+        if not found:
+            why = f" ({unavailable})" if unavailable else ""
+            answer["note"] = (f"no mention found in the top {len(hits)} passages{why}: the cluster is the query "
+                              "mention alone")
+        return answer
 
     # --- passages ---
 
@@ -465,7 +490,8 @@ class SearchEngine:
                 "mention_encoder": (str(Path(self.expansion.encoder).resolve())
                                     if self.mention_encoder is not None and self.expansion.encoder else None),
                 "expansion": {"rounds": self.expansion.rounds, "expand": self.expansion.expand,
-                              "weight": self.expansion.weight, "source": self.expansion.source},
+                              "weight": self.expansion.weight, "candidates": self.expansion.candidates,
+                              "detector": self.expansion.detector},
                 "dataset": str(self.dataset.resolve()) if self.dataset is not None else None,
                 "passages_sha256": self.retriever().passages_sha256,
                 "load_seconds": dict(self.load_seconds), "versions": versions(*VERSIONED, python=True)}

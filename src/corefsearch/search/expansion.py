@@ -58,10 +58,10 @@ from typing import Any
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_model_folder, resolve_device
 from corefsearch.base.schema import Hit, Query
-from corefsearch.cluster.inputs import MentionRecord, dataset_mention_records
-from corefsearch.datasets.dataset import Dataset
+from corefsearch.cluster.inputs import MentionRecord
+from corefsearch.detect.detectors import check_detector
 
-EXPAND_SOURCES = ("reader", "encoder")
+CANDIDATES = ("detected", "gold", "reader")
 # Chosen on ECB+ dev with the mention encoder's mentions (bench/second_round.py, bench/RESULTS.md, "The head and
 # the tail"): the top 10 passages' mentions that pass the cosine 0.8 are searched; the top 10 ranks are the first
 # round's with those passages moved up (the lists' own passages alone), the ranks below come from the whole lists.
@@ -94,34 +94,43 @@ class ExpansionOptions:
     weight: float = field(default=DEFAULT_WEIGHT, metadata={"option": "--expand-weight", "help": (
         "With --rounds 2: the weight of the second round in the weighted RRF; the first weighs 1 (default 4, chosen "
         "on dev).")})
-    source: str | None = field(default=None, metadata={"option": "--expand-from", "help": (  # None: see source_for
-        "With --rounds 2: reader (its spans; the default with --reader) | encoder (the dataset mention nearest to "
-        "the query's in each passage, by --mention-encoder).")})
+    # None: the reader's spans when there is a reader and no mention encoder, else detected (see candidates_for)
+    candidates: str | None = field(default=None, metadata={"help": (
+        "With --rounds 2 (and --cluster): where the coreferring mentions come from. detected (the default): a "
+        "mention detector's mentions of the top passages, the mention encoder picking the nearest in each; gold: "
+        "the dataset's annotated mentions (an upper bound, not available on unannotated text); reader: the "
+        "reader's spans (the default with --reader and no --mention-encoder).")})
+    detector: str | None = field(default=None, metadata={"help": (
+        "With --candidates detected: heuristic or a detector folder (`train detector`), run on the top passages "
+        "at query time (default: the dataset's stored predicted mentions from `corefsearch detect`, else "
+        "heuristic).")})
     encoder: Path | None = field(default=None, metadata={"option": "--mention-encoder", "help": (
-        "With --rounds 2 --expand-from encoder: the mention encoder folder (`train clusterer`).")})
+        "With --rounds 2 --candidates detected|gold: the mention encoder folder (`train clusterer`).")})
     # encoder source: a passage whose nearest mention is less similar to the query's (cosine) gives no expansion
     min_similarity: float | None = field(default=DEFAULT_MIN_SIMILARITY, metadata={
         "option": "--expand-min-similarity", "help": (
-            "With --rounds 2 --expand-from encoder: a passage whose nearest mention is less similar to the query "
-            "mention (cosine) gives no expansion (default 0.8, chosen on dev).")})
+            "With --rounds 2 --candidates detected|gold: a passage whose nearest mention is less similar to the "
+            "query mention (cosine) gives no expansion (default 0.8, chosen on dev).")})
     # an expansion whose own search does not rank the query's passage in its top R is dropped (0: none is)
-    reciprocal: int = field(default=DEFAULT_RECIPROCAL, metadata={"option": "--expand-reciprocal", "help": (
+    reciprocal: int = field(default=DEFAULT_RECIPROCAL, metadata={
+        "option": "--expand-reciprocal", "cli": False, "help": (
         "With --rounds 2: an expansion counts only when its own search ranks the query's passage in its top R (0: "
         "every expansion counts; default 0, chosen on dev). Queries whose passage is not in the collection (ad hoc "
         "ones) skip the test.")})
     # encoder source: an expansion mention must be this much more similar to the query's than any mention of the
     # first round's background passages (ranks 21 to 100) is (None: no such test)
-    margin: float | None = field(default=DEFAULT_MARGIN, metadata={"option": "--expand-margin", "help": (
+    margin: float | None = field(default=DEFAULT_MARGIN, metadata={"option": "--expand-margin", "cli": False, "help": (
         "With --rounds 2 --expand-from encoder: an expansion mention counts only when its cosine to the query "
         "mention exceeds by this margin the highest of any mention in the first round's passages ranked 21st to "
         "100th (searched that deep): a gate set by each query's own background, not a fixed cosine.")})
     # how many passages of each expansion's list (its own passage first) the fusion reads (0: all of them)
-    list_depth: int = field(default=DEFAULT_LIST_DEPTH, metadata={"option": "--expand-list-depth", "help": (
+    list_depth: int = field(default=DEFAULT_LIST_DEPTH, metadata={
+        "option": "--expand-list-depth", "cli": False, "help": (
         "With --rounds 2: how many passages of each expansion's list the fusion reads, its own passage first (0: "
         "all, the default, chosen on dev; 1: the top passages whose mention corefers move up, and with "
         "--expand-reciprocal 0 nothing is searched).")})
     # the top H ranks from each list's own passage alone, the rest from the lists read to list_depth (0: no split)
-    head: int = field(default=DEFAULT_HEAD, metadata={"option": "--expand-head", "help": (
+    head: int = field(default=DEFAULT_HEAD, metadata={"option": "--expand-head", "cli": False, "help": (
         "With --rounds 2: the top H ranks come from the expansions' own passages alone (as --expand-list-depth 1 "
         "orders them), the ranks below from their searches (0: every rank from the searches; default 10, chosen on "
         "dev: the searches raise R@100 and leave MRR@10 as the moved-up passages give it).")})
@@ -148,28 +157,40 @@ class ExpansionOptions:
             raise InputError(f"--expand-head must not be negative (0: no split), got {self.head}")
         if self.margin is not None and not -2 <= self.margin <= 2:
             raise InputError(f"--expand-margin is a difference of cosine similarities, in [-2, 2], got {self.margin}")
-        if self.source is not None and self.source not in EXPAND_SOURCES:
-            raise InputError(f"--expand-from must be one of {', '.join(EXPAND_SOURCES)}, got {self.source!r}")
+        if self.candidates is not None and self.candidates not in CANDIDATES:
+            raise InputError(f"--candidates must be one of {', '.join(CANDIDATES)}, got {self.candidates!r}")
+        if self.detector is not None and self.candidates not in (None, "detected"):
+            raise InputError(f"--detector finds the candidates of --candidates detected, not {self.candidates}: "
+                             "leave it out")
         if not self.active:
             return
-        source = self.source_for(has_reader)
-        if source == "reader" and not has_reader:
-            raise InputError("--expand-from reader takes the spans of --reader: add --reader MODEL_DIR, or use "
-                             "--expand-from encoder --mention-encoder DIR")
-        if source == "encoder" and self.encoder is None:
-            raise InputError("--rounds 2 without a reader marks the expansion mentions with the mention encoder: "
-                             "add --mention-encoder DIR (from `corefsearch train clusterer`), or --reader MODEL_DIR")
-        if source == "encoder":
+        candidates = self.candidates_for(has_reader)
+        if candidates == "reader" and not has_reader:
+            raise InputError("--candidates reader takes the spans of --reader: add --reader MODEL_DIR, or use "
+                             "--candidates detected --mention-encoder DIR")
+        if candidates != "reader" and self.encoder is None:
+            raise InputError(f"--rounds 2 with --candidates {candidates}: the mention encoder picks the coreferring "
+                             "mention among the candidates; add --mention-encoder DIR (from `corefsearch train "
+                             "clusterer`), or --reader MODEL_DIR --candidates reader")
+        if candidates != "reader":
             check_model_folder(self.encoder, "--mention-encoder")
-        elif self.list_depth == 1 and self.expand:
+        if self.detector is not None:
+            check_detector(self.detector, option="--detector")
+        if candidates == "reader" and self.list_depth == 1 and self.expand:
             import warnings
 
-            warnings.warn("--expand-from reader with --expand-list-depth 1 leaves the first round as it is: every top "
+            warnings.warn("--candidates reader with --expand-list-depth 1 leaves the first round as it is: every top "
                           "passage the reader read has a span, so all of them move up together. Give "
                           "--expand-list-depth 0 (or more than 1) to fuse the expansions' searches", stacklevel=2)
 
+    def candidates_for(self, has_reader: bool) -> str:
+        """The candidates a run takes: ``--candidates``, else the reader's spans when there is a reader and no
+        mention encoder, else detected ones (never the annotations unless asked)."""
+        return self.candidates or ("reader" if has_reader and self.encoder is None else "detected")
+
     def source_for(self, has_reader: bool) -> str:
-        return self.source or ("reader" if has_reader else "encoder")
+        """Who marks the mentions: the ``reader`` (its spans) or the mention ``encoder`` (among candidates)."""
+        return "reader" if self.candidates_for(has_reader) == "reader" else "encoder"
 
     def first_depth(self, k: int, has_reader: bool) -> int:
         """How deep the first round of a second round is searched, for a run of depth ``k``: to the margin
@@ -182,6 +203,7 @@ class ExpansionOptions:
         """The run metadata's ``expansion``."""
         source = self.source_for(has_reader)
         return {"rounds": self.rounds, "expand": self.expand, "source": source,
+                "candidates": self.candidates_for(has_reader),
                 "weights": {"first": 1.0, "second": self.weight}, "rrf_k": RRF_K,
                 "encoder": str(Path(self.encoder).resolve()) if source == "encoder" and self.encoder else None,
                 "min_similarity": self.min_similarity if source == "encoder" else None,
@@ -194,7 +216,9 @@ class ExpansionOptions:
         """The options a run's metadata ``expansion`` records."""
         similarity, margin = record.get("min_similarity"), record.get("margin")
         return cls(rounds=int(record["rounds"]), expand=int(record["expand"]),
-                   weight=float(record["weights"]["second"]), source=record["source"],
+                   weight=float(record["weights"]["second"]),
+                   # runs written before --candidates: the encoder's candidates were the annotated mentions
+                   candidates=record.get("candidates") or ("reader" if record["source"] == "reader" else "gold"),
                    encoder=Path(record["encoder"]) if record.get("encoder") else None,
                    min_similarity=float(similarity) if similarity is not None else None,
                    margin=float(margin) if margin is not None else None,  # None also in runs written before it
@@ -225,61 +249,62 @@ def from_spans(query: Query, hits: Sequence[Hit], spans: Mapping[str, tuple[int,
 
 
 class EncoderExpansion:
-    """Marks the expansion mentions with a mention encoder: in each top passage, the dataset mention
-    nearest to the query mention. Every mention of the dataset is known (its records, by passage); the
-    vectors are computed when first needed and kept."""
+    """Marks the expansion mentions with a mention encoder: in each top passage, the candidate mention
+    (``corefsearch.search.candidates``: detected, or the dataset's annotated ones) nearest to the query
+    mention. The vectors are computed when first needed and kept; ``empty`` counts the passages asked about
+    that held no candidate of the query's type."""
 
-    def __init__(self, encoder: Any, dataset_dir: Path) -> None:
+    def __init__(self, encoder: Any, candidates: Any) -> None:
         self.encoder = encoder
-        self.records = dataset_mention_records(Path(dataset_dir))
-        self.by_passage: dict[str, list[Any]] = {}
-        for record in self.records.values():
-            self.by_passage.setdefault(record.passage_id, []).append(record)
-
-        # Each mention's type from clusters.jsonl (a cluster holds mentions of one type): no pass over the passages.
-        self.types = {m: c.type for c in Dataset(Path(dataset_dir)).clusters() for m in c.mention_ids}
+        self.candidates = candidates
+        self.known: dict[str, Any] = {}  # mention id -> record, of every candidate seen
         self.vectors: dict[str, Any] = {}
+        self.empty = 0
 
     @classmethod
-    def load(cls, encoder_dir: Path, dataset_dir: Path, device: str = "cpu") -> EncoderExpansion:
+    def load(cls, encoder_dir: Path, candidates: Any, device: str = "cpu") -> EncoderExpansion:
         from corefsearch.cluster.model import MentionEncoder
 
-        return cls(MentionEncoder.load(Path(encoder_dir), resolve_device(device)), dataset_dir)
+        return cls(MentionEncoder.load(Path(encoder_dir), resolve_device(device)), candidates)
 
     def _encode(self, mention_ids: set[str]) -> None:
         todo = sorted(m for m in mention_ids if m not in self.vectors)
         if todo:
-            vectors = self.encoder.encode([self.records[m] for m in todo])
+            vectors = self.encoder.encode([self.known[m] for m in todo])
             self.vectors.update(zip(todo, vectors, strict=True))
 
     def _query_vector(self, query: Query) -> Any:
-        """The query mention's vector: a mention of the dataset's, or (an ad-hoc query) its passage alone."""
-        if query.id in self.records:
-            self._encode({query.id})
-            return self.vectors[query.id]
+        """The query mention's vector (kept for a query of the dataset, whose id names it)."""
+        record = self.candidates.query_record(query)
+        if not record.doc_id:  # an ad-hoc query's passage is not in the dataset: its vector is not kept
+            return self.encoder.encode([record])[0]
+        self.known.setdefault(record.mention_id, record)
+        self._encode({record.mention_id})
+        return self.vectors[record.mention_id]
 
-        record = MentionRecord(query.id, "", "", None, query.passage_id, query.text[query.start:query.end],
-                               query.start, query.end, query.text, "")
-        return self.encoder.encode([record])[0]
-
-    def nearest(self, items: Sequence[tuple[Query, Sequence[str]]], min_similarity: float | None = None
-                ) -> dict[str, dict[str, Any]]:
-        """``{query id: {passage id: record}}``: in each passage of each ``(query, passage ids)``, the dataset
+    def nearest(self, items: Sequence[tuple[Query, Sequence[str]]], min_similarity: float | None = None,
+                count: bool = True) -> dict[str, dict[str, Any]]:
+        """``{query id: {passage id: record}}``: in each passage of each ``(query, passage ids)``, the candidate
         mention of the query's type nearest to the query mention (passages without one are left out, and
         those whose nearest mention is less similar than ``min_similarity``, a cosine)."""
-        self._encode({r.mention_id for _, passage_ids in items for pid in passage_ids
-                      for r in self.by_passage.get(pid, ())})
+        found = self.candidates.of(list(dict.fromkeys(pid for _, passage_ids in items for pid in passage_ids)))
+        for mentions in found.values():
+            for candidate in mentions:
+                self.known.setdefault(candidate.record.mention_id, candidate.record)
+        self._encode({c.record.mention_id for mentions in found.values() for c in mentions})
         result: dict[str, dict[str, Any]] = {}
         for query, passage_ids in items:
             own = self._query_vector(query)
             chosen = result.setdefault(query.id, {})
             for pid in passage_ids:
-                candidates = [r for r in self.by_passage.get(pid, ())
-                              if r.mention_id != query.id and self.types.get(r.mention_id) == query.type]
-                if candidates:
-                    best = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
-                    if min_similarity is None or float(own @ self.vectors[best.mention_id]) >= min_similarity:
-                        chosen[pid] = best
+                candidates = [c.record for c in found.get(pid, ())
+                              if c.record.mention_id != query.id and c.type == query.type]
+                if not candidates:
+                    self.empty += count
+                    continue
+                best = max(candidates, key=lambda r: float(own @ self.vectors[r.mention_id]))
+                if min_similarity is None or float(own @ self.vectors[best.mention_id]) >= min_similarity:
+                    chosen[pid] = best
         return result
 
     def similarities(self, query: Query, records: Mapping[str, Any]) -> dict[str, float]:
@@ -293,7 +318,7 @@ class EncoderExpansion:
         """``{query id: the highest cosine to the query mention of any mention of its type in these passages}``
         (``None``: they hold none): how similar a mention of another event gets, for this query, in this
         collection."""
-        chosen = self.nearest(items)
+        chosen = self.nearest(items, count=False)
         return {query.id: max(self.similarities(query, chosen[query.id]).values(), default=None)
                 for query, _ in items}
 

@@ -22,6 +22,7 @@ from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
 from corefsearch.distributed.reranking import rerank_on_ray
 from corefsearch.reader.rerank import ReaderOptions, check_rerank_k, rerank_hits, rerank_many
+from corefsearch.search.candidates import describe_candidates
 from corefsearch.search.expansion import ExpansionOptions, from_spans, second_round
 from corefsearch.search.retriever import Retriever
 
@@ -73,6 +74,9 @@ class FlowTimes:
     workers: int | None = None
     second_round: float | None = None
     expansions: int = 0
+    queries_without: int = 0  # queries whose top passages gave no expansion: their second round is their first
+    passages_without: int = 0  # top passages without a candidate (encoder) or a non-empty span (reader)
+    candidates: dict[str, Any] = field(default_factory=dict)  # the candidate source (search.candidates)
 
 
 class QueryFlow:
@@ -138,9 +142,17 @@ class QueryFlow:
             texts = {h.passage_id: self.retriever.passage(h.passage_id)["text"] for query, hits in first
                      for h in hits[:n] if h.passage_id in spans_of[query.id]}
             expansions = {query.id: from_spans(query, hits, spans_of[query.id], texts, n) for query, hits in first}
+            self.times.passages_without = sum(1 for query, hits in first for h in hits[:n]
+                                              if not _marked(spans_of[query.id].get(h.passage_id)))
+            self.times.candidates = {"candidates": "reader"}
         else:
             assert self.expander is not None  # check_flow
-            expansions = self.expander().expansions(first, n, self.expansion.min_similarity, self.expansion.margin)
+            expander = self.expander()
+            before = expander.empty
+            expansions = expander.expansions(first, n, self.expansion.min_similarity, self.expansion.margin)
+            self.times.passages_without = expander.empty - before
+            self.times.candidates = describe_candidates(expander.candidates)
+        self.times.queries_without = sum(1 for query, hits in first if hits[:n] and n and not expansions[query.id])
         fused = second_round(self.retriever, first, expansions, self.expansion, k)
         for answer, (_, hits) in zip(answers, fused, strict=True):
             answer.hits = hits
@@ -176,6 +188,10 @@ class QueryFlow:
         else:
             hits = self.retriever.search_one(query, depth)
         return self.finish([(query, hits)], k, rerank_k, rounds, progress=False)[0]
+
+
+def _marked(span: tuple[int, int] | None) -> bool:
+    return span is not None and span[0] < span[1]
 
 
 def replace_rerank_k(reader: ReaderOptions, rerank_k: int) -> ReaderOptions:

@@ -10,10 +10,12 @@ backends (``corefsearch.search.backends``), every query runs through ``corefsear
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.counts import counted
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import dataset_holding, read_queries
@@ -22,6 +24,7 @@ from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.search.backends import BACKENDS
+from corefsearch.search.candidates import open_candidates
 from corefsearch.search.engine import AdhocResult, SearchEngine, query_of
 from corefsearch.search.expansion import EncoderExpansion, ExpansionOptions
 from corefsearch.search.flow import QueryFlow, check_flow, check_k
@@ -124,9 +127,16 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     manifests = IndexManifests.load(index, [retrieval.retriever])  # read and checked once
     dataset_dir = _dataset_of(queries_path)
     expanding = expansion is not None and expansion.active
-    if expanding and expansion.source_for(reader is not None) == "encoder" and dataset_dir is None:  # type: ignore[union-attr]
-        raise InputError(f"--expand-from encoder marks the mentions of the dataset's passages, and {queries_path} "
-                         "is not in a dataset (DATASET/queries/SPLIT.jsonl)")
+    candidate_source = None
+    if expanding and expansion.source_for(reader is not None) == "encoder":  # type: ignore[union-attr]
+        assert expansion is not None
+        candidates_dir = dataset_dir or _index_dataset(manifests)
+        chosen = expansion.candidates_for(reader is not None)
+        if candidates_dir is None:
+            raise InputError(f"--candidates {chosen}: the candidate mentions are read from the passages of a dataset, "
+                             f"and {queries_path} is not in one (DATASET/queries/SPLIT.jsonl), nor does the index "
+                             "name its dataset")
+        candidate_source = open_candidates(chosen, candidates_dir, expansion.detector, retrieval.device)
     if dataset_dir is not None:
         manifests.check_dataset(dataset_dir)
     retriever = open_retriever(index, options, retrieval, manifests)
@@ -145,9 +155,9 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     rerank_k = reader.rerank_k if reader is not None else 0
     rounds = expansion.rounds if expansion is not None else 1
     expander = None
-    if expanding and expansion is not None and dataset_dir is not None and expansion.encoder is not None:
+    if candidate_source is not None and expansion is not None and expansion.encoder is not None:
         encoder_dir, device = expansion.encoder, retrieval.device
-        expander = lambda: EncoderExpansion.load(encoder_dir, dataset_dir, device)  # noqa: E731
+        expander = lambda: EncoderExpansion.load(encoder_dir, candidate_source, device)  # noqa: E731
     flow = QueryFlow(retriever, reader, loaded_reader, reader_config, expansion, expander, ray)
     answers = flow.run(queries, k, rerank_k, rounds)
     tag = retriever.tag
@@ -166,8 +176,16 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
             fields["reader"]["ray"] = {"workers": flow.times.workers}
     if expanding:
         assert expansion is not None
-        fields["expansion"] = {**expansion.describe(reader is not None), "queries": flow.times.expansions,
-                               "seconds": round(flow.times.second_round or 0.0, 3)}
+        times = flow.times
+        fields["expansion"] = {**expansion.describe(reader is not None), **times.candidates,
+                               "queries": times.expansions, "queries_without_candidates": times.queries_without,
+                               "passages_without_candidates": times.passages_without,
+                               "seconds": round(times.second_round or 0.0, 3)}
+        if times.queries_without:
+            warnings.warn(f"{counted(times.queries_without, 'query')} of {len(queries):,} found no "
+                          f"{_what_marks(fields['expansion'])} in their top {expansion.expand} passages "
+                          f"({counted(times.passages_without, 'passage')} without one): their second round is their "
+                          "first", stacklevel=3)
         tag = f"{tag}+round2-{fields['expansion']['source']}{expansion.expand}"
     results = ((answer.query, answer.hits) for answer in answers)
     rows = writer.write_run(results, tag)
@@ -178,6 +196,20 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
         "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
     return summary
+
+
+def _index_dataset(manifests: IndexManifests) -> Path | None:
+    """The dataset an index was built from, if its manifests name one that is still there."""
+    for manifest in manifests.manifests.values():
+        dataset = manifest.get("dataset")
+        if dataset and (Path(dataset) / "passages.jsonl").is_file():
+            return Path(dataset)
+    return None
+
+
+def _what_marks(record: dict[str, Any]) -> str:
+    return "non-empty reader span" if record.get("candidates") == "reader" else \
+        f"{record.get('candidates')} candidate mention of their type"
 
 
 def _check_split_queries(queries_path: Path) -> None:

@@ -127,6 +127,14 @@ class AnswerCluster(BaseModel):
     size: int = Field(description="Mentions in the query mention's cluster, its own included.")
     documents: list[ClusterDocument] = Field(description="The cluster's other mentions, by document.")
     near_misses: list[ClusterMention] = Field(description="The mentions found outside it nearest to the query's.")
+    candidates: str | None = Field(None, description="Where the mentions come from: `reader` (its spans), `detected` "
+                                                      "(a detector's, the mention encoder picking the nearest in each "
+                                                      "passage) or `gold` (the annotated ones: an upper bound).")
+    detector: str | None = Field(None, description="With `detected`: the detector.")
+    detected: str | None = Field(None, description="With `detected`: stored (`corefsearch detect`) or at query time.")
+    reader: bool | None = Field(None, description="True when the reader's spans mark the passages it read.")
+    passages_without_mentions: int | None = Field(None, description="Hits in which no mention was found.")
+    note: str | None = Field(None, description="Said when no mention was found: the cluster is the query's alone.")
 
 
 class SearchResponse(BaseModel):

@@ -1,0 +1,124 @@
+"""The second round's and the cluster answer's candidate mentions (``--candidates detected|gold|reader``):
+detected ones on passages without any annotation, gold ones only when asked (and refused on a CoreSearch-format
+dataset), stored predicted mentions read instead of detecting again, and never a silent first round."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import NEWS_DOCUMENTS, flat, save_mention_encoder
+from typer.testing import CliRunner
+
+from corefsearch.base.errors import InputError
+from corefsearch.base.schema import Query
+from corefsearch.cli import app
+from corefsearch.search.candidates import (
+    DetectedCandidates,
+    GoldCandidates,
+    StoredCandidates,
+    check_gold_allowed,
+    open_candidates,
+)
+
+java = pytest.mark.java
+runner = CliRunner(env={"COLUMNS": "250"})
+CONTEXT = "Aftershocks followed the earthquake that struck northern California on Monday."
+
+
+def invoke(*args: object) -> Any:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The news corpus as plain .txt files (no annotation at all), built and indexed with Lucene."""
+    root = tmp_path_factory.mktemp("plain")
+    texts = root / "texts"
+    texts.mkdir()
+    for document in NEWS_DOCUMENTS:
+        (texts / f"{document['doc_id']}.txt").write_text(f"{document.get('title', '')}\n{document['text']}\n",
+                                                         encoding="utf-8")
+    invoke("build-dataset", texts, "--format", "text", "--out", root / "dataset")
+    invoke("index", root / "dataset", "--out", root / "index", "--threads", 1)
+    return root / "dataset", root / "index"
+
+
+def test_detected_candidates_come_from_passages_without_annotations(plain: tuple[Path, Path]) -> None:
+    dataset, _ = plain
+    from corefsearch.datasets.dataset import Dataset
+
+    passages = [p for p in Dataset(dataset).passages()][:6]
+    detected = open_candidates("detected", dataset)
+    assert isinstance(detected, DetectedCandidates) and detected.reference == "heuristic"
+    found = detected.of([p.id for p in passages] + ["no-such-passage"])
+    assert found and "no-such-passage" not in found
+    for passage_id, candidates in found.items():
+        text = next(p.text for p in passages if p.id == passage_id)
+        for candidate in candidates:
+            record = candidate.record
+            assert record.sentence == text and text[record.start:record.end] == record.text
+            assert candidate.type in ("event", "entity")
+    # Gold candidates on the same passages: there are none to give.
+    assert GoldCandidates(dataset).of([p.id for p in passages]) == {}
+    # A query of a passage in the dataset reads its document's head passages as its context.
+    query = Query("q", passages[1].id, passages[1].text, 0, 3, passages[1].text[:3], "")
+    assert detected.query_record(query).context.startswith(passages[0].text)
+
+
+@java
+def test_query_with_a_second_round_and_a_cluster_on_plain_documents(plain: tuple[Path, Path], tiny_base: Path,
+                                                                    tmp_path: Path) -> None:
+    _, index = plain
+    encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
+    base = ["query", "--index", index, "--mention", "earthquake", "--context", CONTEXT, "--k", 5, "--device", "cpu",
+            "--query-format", "mention", "--mention-encoder", encoder, "--rounds", 2, "--expand", 3,
+            "--expand-min-similarity", -1]
+    answer = json.loads(invoke(*base, "--cluster", "--json").stdout)
+    expansion = answer["expansion"]
+    assert expansion["candidates"] == "detected" and expansion["detector"] == "heuristic"
+    assert expansion["queries"] and "note" not in expansion
+    assert answer["cluster"]["candidates"] == "detected" and answer["cluster"]["passages_without_mentions"] < 5
+    # Gold candidates where nothing is annotated: none, and said, never a silent first round.
+    gold = json.loads(invoke(*base, "--candidates", "gold", "--json").stdout)["expansion"]
+    assert gold["candidates"] == "gold" and gold["queries"] == []
+    assert "the answer is the first round's" in gold["note"] and gold["passages_without_candidates"] > 0
+    shown = invoke(*base, "--candidates", "gold")
+    assert "Note: no coreferring mention found in the top 3 passages" in flat(shown.output)
+
+
+def test_stored_predicted_mentions_are_read_not_detected_again(plain: tuple[Path, Path], tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    shutil.copytree(plain[0], dataset)
+    invoke("detect", dataset, "--model", "heuristic")
+    stored = open_candidates("detected", dataset)
+    assert isinstance(stored, StoredCandidates) and stored.detector == "heuristic"
+    detected = open_candidates("detected", dataset, detector="heuristic")  # asked for: detected at query time
+    assert isinstance(detected, DetectedCandidates)
+    ids = [line.split('"passage_id": "')[1].split('"')[0]
+           for line in (dataset / "predicted_mentions.jsonl").read_text().splitlines()[:5]]
+    spans = {pid: sorted((c.record.start, c.record.end, c.type) for c in found)
+             for pid, found in stored.of(ids).items()}
+    assert spans == {pid: sorted((c.record.start, c.record.end, c.type) for c in found)
+                     for pid, found in detected.of(ids).items()}
+
+
+def test_gold_candidates_are_refused_on_a_coresearch_dataset(tiny_dataset: Path, tmp_path: Path) -> None:
+    dataset = tmp_path / "coresearch"
+    shutil.copytree(tiny_dataset, dataset)
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    manifest["options"]["source"]["format"] = "coresearch"
+    (dataset / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="CoreSearch-format dataset, whose distractor passages carry no annotated"):
+        check_gold_allowed(dataset)
+    with pytest.raises(InputError, match="--candidates gold"):
+        open_candidates("gold", dataset)
+    check_gold_allowed(tiny_dataset)  # an annotated corpus of another format: allowed when asked
+    with pytest.raises(InputError, match="--candidates must be one of"):
+        open_candidates("annotations", tiny_dataset)
