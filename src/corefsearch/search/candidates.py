@@ -113,6 +113,8 @@ class GoldCandidates:
     def query_record(self, query: Query) -> MentionRecord:
         return self.records.get(query.id) or self.texts.query_record(query)
 
+    def warm(self) -> None:
+        """Nothing to load: the mentions are read when the source opens."""
 
 class StoredCandidates:
     """The dataset's predicted mentions (``corefsearch detect``), read once."""
@@ -137,6 +139,8 @@ class StoredCandidates:
     def query_record(self, query: Query) -> MentionRecord:
         return self.texts.query_record(query)
 
+    def warm(self) -> None:
+        """Nothing to load: the mentions are read when the source opens."""
 
 class DetectedCandidates:
     """A detector's mentions of the passages asked for, detected when first asked and kept."""
@@ -165,6 +169,10 @@ class DetectedCandidates:
 
     def query_record(self, query: Query) -> MentionRecord:
         return self.texts.query_record(query)
+
+    def warm(self) -> None:
+        """Load what the detector loads at its first passage (spaCy, the encoder's first pass) now."""
+        self.detector.detect(["The fire spread overnight."], batch_size=1)
 
 
 def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = None, device: str = "cpu") -> Any:

@@ -284,7 +284,7 @@ class SearchEngine:
         if mention_encoder is not None:  # the candidate mentions (stored, or the detector) loaded once, here
             started = time.perf_counter()
             with contextlib.suppress(MissingArtefactError):  # no dataset beside the index: said when asked
-                engine._expansion_engine()
+                engine._expansion_engine().candidates.warm()
             load_seconds["candidates"] = time.perf_counter() - started
         engine.load_seconds = {name: round(seconds, 3) for name, seconds in load_seconds.items()}
         return engine
