@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.progress import track
 from corefsearch.base.schema import Query
 from corefsearch.cluster.inputs import MentionRecord, dataset_mention_records
 from corefsearch.cluster.predicted import detector_name
@@ -35,6 +36,7 @@ from corefsearch.detect.run import mention_id
 
 CANDIDATES = ("detected", "gold", "reader")
 DEFAULT_DETECTOR = "heuristic"
+DETECT_CHUNK = 256  # passages detected at once at query time
 
 
 @dataclass
@@ -161,9 +163,13 @@ class DetectedCandidates:
         for pid, looked in found:
             if looked is None:
                 self._made[pid] = []
-        if known:
-            spans = self.detector.detect([text for _, text in known], batch_size=self.batch_size)
-            for (pid, _), found_spans in zip(known, spans, strict=True):
+        chunks = range(0, len(known), DETECT_CHUNK)
+        # A file's queries ask for many passages at once: detected in chunks under a progress bar.
+        for start in track(chunks, "Detecting candidate mentions", total=len(chunks)) if len(known) > DETECT_CHUNK \
+                else chunks:
+            chunk = known[start:start + DETECT_CHUNK]
+            spans = self.detector.detect([text for _, text in chunk], batch_size=self.batch_size)
+            for (pid, _), found_spans in zip(chunk, spans, strict=True):
                 self._made[pid] = self.texts.candidates(pid, [(s, e, k) for s, e, k, _ in found_spans])
         return {pid: self._made[pid] for pid in passage_ids if self._made.get(pid)}
 
