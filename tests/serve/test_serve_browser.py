@@ -9,7 +9,10 @@ its relevant hits and gold mentions. A screenshot of the page goes to the test's
 (and, with COREFSEARCH_SCREENSHOT=PATH, also to PATH). The query picker counts what it lists and
 finds the rest; and on a second server, without a reader and with a passage nobody annotated, the
 legend leaves out the reader's span, that passage is marked unjudged, the results go page by page
-up to the server's max_k, and the page's address reopens the search it shows.
+up to the server's max_k, and the page's address reopens the search it shows. On plain documents
+nobody annotated, the cluster view and the second round say where their mentions came from
+(detected at query time), and with the annotated mentions asked for (none there) the note says the
+cluster is the query mention alone.
 
 chromium and chromedriver must be installed (`apt-get install chromium chromium-driver`; `.ci/run`
 installs them): without them the test fails, saying so. COREFSEARCH_SKIP_BROWSER=1 skips it
@@ -26,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers import (
+    NEWS_DOCUMENTS,
     REPRINT_PASSAGE,
     ServerThread,
     query_with_a_relevant_hit,
@@ -39,6 +43,7 @@ from helpers import (
 from corefsearch.base.schema import Query
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.search.engine import SearchEngine
+from corefsearch.search.expansion import ExpansionOptions
 from corefsearch.search.retriever import RetrievalOptions
 from corefsearch.serve.app import Limits, create_app
 from corefsearch.sparse.search import BM25Options
@@ -465,8 +470,6 @@ def test_the_cluster_view_lists_the_query_mentions_cluster_by_document(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from corefsearch.search.expansion import ExpansionOptions
-
     root = tmp_path_factory.mktemp("cluster-models")
     base = tiny_bert(subset_dataset, root / "bert")
     encoder = save_mention_encoder(base, root / "encoder")
@@ -498,6 +501,151 @@ def test_the_cluster_view_lists_the_query_mentions_cluster_by_document(
         assert marks == [m["mention"] for d in expected["documents"] for m in d["mentions"]]
         misses = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#cluster-misses .cluster-mark")]
         assert misses == [m["mention"] for m in expected["near_misses"]]
+        # Every hit was read (k = rerank_k): the mentions are the reader's spans, and the page says so.
+        assert expected["candidates"] == "reader" and "note" not in expected
+        assert browser.find_element(By.ID, "cluster-source").text.startswith("From reader spans")
+        assert not browser.find_element(By.ID, "cluster-note").is_displayed()
         assert "cluster=true" in browser.current_url  # the address keeps it: a copied address asks again
+    finally:
+        running.stop()
+
+
+# --- plain documents nobody annotated: where the mentions came from ------------------------------------------------
+
+PLAIN_CONTEXT = "Aftershocks followed the earthquake that struck northern California on Monday."
+PLAIN_K = 5
+
+
+@pytest.fixture(scope="module")
+def unannotated(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The news corpus as plain .txt files (no annotation at all), built and indexed with Lucene, and a tiny
+    mention encoder."""
+    from typer.testing import CliRunner
+
+    from corefsearch.cli import app
+
+    root = tmp_path_factory.mktemp("unannotated")
+    texts = root / "texts"
+    texts.mkdir()
+    for document in NEWS_DOCUMENTS:
+        (texts / f"{document['doc_id']}.txt").write_text(f"{document.get('title', '')}\n{document['text']}\n",
+                                                         encoding="utf-8")
+    runner = CliRunner()
+    for args in (["build-dataset", texts, "--format", "text", "--out", root / "dataset"],
+                 ["index", root / "dataset", "--out", root / "index", "--threads", 1]):
+        result = runner.invoke(app, [str(arg) for arg in args])
+        assert result.exit_code == 0, result.output
+    return root / "index", save_mention_encoder(tiny_base, root / "encoder")
+
+
+def unannotated_server(index: Path, encoder: Path, candidates: str | None = None) -> ServerThread:
+    """A server over the plain documents whose every search has a second round (its --rounds 2; the page has no
+    control of its own for it), with the cluster answer on the page's asking."""
+    expansion = ExpansionOptions(rounds=2, expand=3, min_similarity=-1, encoder=encoder, candidates=candidates)
+    engine = SearchEngine.open(index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
+                               expansion=expansion)
+    return ServerThread(create_app(engine, threads=2)).start()
+
+
+def ask_for_the_cluster(driver: Any, url: str) -> None:
+    """Type the passage and its mention, tick "as a cluster" and search, until the cluster view shows."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    wait_for_text(driver, "server-info", "retrievers bm25")
+    assert not driver.find_element(By.ID, "legend-gold").is_displayed()  # no dataset: nothing annotated to show
+    k = driver.find_element(By.ID, "k")
+    k.clear()
+    k.send_keys(str(PLAIN_K))
+    driver.find_element(By.ID, "context").send_keys(PLAIN_CONTEXT)
+    driver.find_element(By.ID, "mention").send_keys("earthquake")
+    driver.find_element(By.ID, "as-cluster").click()
+    driver.find_element(By.ID, "search").click()
+    WebDriverWait(driver, WAIT).until(lambda d: d.find_element(By.ID, "cluster").is_displayed(),
+                                      "the cluster view never showed")
+
+
+def cluster_marks(driver: Any, selector: str) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [mark.text for mark in driver.find_elements(By.CSS_SELECTOR, f"{selector} .cluster-mark")]
+
+
+def test_on_plain_documents_the_cluster_view_says_its_mentions_were_detected(
+        browser: Any, unannotated: tuple[Path, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    running = unannotated_server(*unannotated)
+    try:
+        answer = httpx.post(f"{running.url}search", json={"context": PLAIN_CONTEXT, "mention": "earthquake",
+                                                          "k": PLAIN_K, "cluster": True}, timeout=WAIT).json()
+        cluster, expansion = answer["cluster"], answer["expansion"]
+        assert (cluster["candidates"], cluster["detector"], cluster["detected"]) == (
+            "detected", "heuristic", "at query time")
+        assert "note" not in cluster and cluster["passages_without_mentions"] < PLAIN_K
+        assert expansion["candidates"] == "detected" and expansion["queries"] and "note" not in expansion
+        ask_for_the_cluster(browser, running.url)
+
+        # The cluster: the detected mentions, by document and among the near misses, as the API gave them.
+        in_cluster = [m["mention"] for d in cluster["documents"] for m in d["mentions"]]
+        assert cluster_marks(browser, "#cluster-documents") == in_cluster
+        assert cluster_marks(browser, "#cluster-misses") == [m["mention"] for m in cluster["near_misses"]]
+        assert in_cluster or cluster["near_misses"]
+        summary = browser.find_element(By.ID, "cluster-summary").text
+        assert summary.startswith(f"The query mention and {cluster['size'] - 1} other mention")
+        source = browser.find_element(By.ID, "cluster-source").text
+        without = cluster["passages_without_mentions"]
+        assert source == "From mentions detected by heuristic at query time" + (
+            f" · no mention found in {without} of the hits" if without else "")
+        assert not browser.find_element(By.ID, "cluster-note").is_displayed()
+
+        # The second round (the server's --rounds 2): the mentions it searched from, and where they came from.
+        assert browser.find_element(By.ID, "expansion").is_displayed()
+        shown = browser.find_element(By.ID, "expansion-summary").text
+        queries = expansion["queries"]
+        assert shown.startswith(f"Second round from {len(queries)} coreferring mention")
+        assert all(f"“{q['mention']}” ({q['passage_id']})" in shown for q in queries)
+        assert "· mentions detected by heuristic at query time" in shown
+        assert not browser.find_element(By.ID, "expansion-note").is_displayed()
+    finally:
+        running.stop()
+
+
+def test_on_plain_documents_the_annotated_mentions_asked_for_give_a_visible_note(
+        browser: Any, unannotated: tuple[Path, Path]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    running = unannotated_server(*unannotated, candidates="gold")
+    try:
+        answer = httpx.post(f"{running.url}search", json={"context": PLAIN_CONTEXT, "mention": "earthquake",
+                                                          "k": PLAIN_K, "cluster": True}, timeout=WAIT).json()
+        cluster, expansion = answer["cluster"], answer["expansion"]
+        hits = len(answer["hits"])
+        assert hits and cluster["candidates"] == "gold" and cluster["passages_without_mentions"] == hits
+        assert cluster["note"].endswith("the cluster is the query mention alone")
+        assert expansion["queries"] == [] and expansion["note"].endswith("the answer is the first round's")
+        ask_for_the_cluster(browser, running.url)
+
+        assert browser.find_element(By.ID, "cluster-summary").text.startswith("The query mention and 0 other mentions")
+        assert cluster_marks(browser, "#cluster-documents") == []
+        assert browser.find_element(By.ID, "cluster-source").text == (
+            f"From annotated (gold) mentions — an upper bound · no mention found in {hits} of the hits")
+        # The note: on the page, in words, not in a tooltip.
+        note = browser.find_element(By.ID, "cluster-note")
+        assert note.is_displayed() and note.text == f"Note: {cluster['note']}."
+        assert note.value_of_css_property("background-color") == "rgba(255, 243, 209, 1)"  # the notice's yellow
+        assert browser.find_element(By.ID, "expansion-summary").text.startswith(
+            "Second round: no coreferring mention in the top 3 passages · annotated (gold) mentions — an upper bound")
+        expansion_note = browser.find_element(By.ID, "expansion-note")
+        assert expansion_note.is_displayed() and expansion_note.text == f"Note: {expansion['note']}."
+
+        # The next search, not as a cluster, hides the cluster and its note; the second round is the server's.
+        browser.find_element(By.ID, "as-cluster").click()
+        browser.find_element(By.ID, "search").click()
+        WebDriverWait(browser, WAIT).until(lambda d: not d.find_element(By.ID, "cluster").is_displayed(),
+                                           "the cluster view stayed")
+        assert browser.find_element(By.ID, "expansion-note").is_displayed()  # the second round is the server's
     finally:
         running.stop()

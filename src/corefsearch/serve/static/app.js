@@ -377,7 +377,50 @@ function renderResult(result) {
   bm25.hidden = !result.query.bm25_query;
   bm25.textContent = result.query.bm25_query ? `BM25 query: ${result.query.bm25_query}` : "";
   for (const hit of result.hits) list.appendChild(renderHit(hit));
+  renderExpansion(result.expansion);
   renderCluster(result.cluster);
+}
+
+// Where the mentions of the second round and of the cluster came from (the answer's `candidates`,
+// `detector`, `detected`, `reader`), in plain words.
+function candidatesSource(record) {
+  const detected = () => {
+    const by = `mentions detected by ${record.detector || "a detector"}`;
+    if (!record.detected) return by;
+    if (record.detected.startsWith("stored")) return `${by}, stored by corefsearch detect`;
+    return `${by} ${record.detected}`; // "at query time"
+  };
+  let words;
+  if (record.candidates === "reader") words = "reader spans";
+  else if (record.candidates === "gold") words = "annotated (gold) mentions — an upper bound";
+  else if (record.candidates === "detected") words = detected();
+  else return "";
+  // The reader's spans where it read, the candidates in the other hits.
+  if (record.reader && record.candidates !== "reader") words = `reader spans, and ${words} in the other hits`;
+  return words;
+}
+
+function showNote(element, note) {
+  element.hidden = !note;
+  element.textContent = note ? `Note: ${note}${/[.!?]$/.test(note) ? "" : "."}` : "";
+}
+
+// The second round (`rounds: 2`, the server's --rounds): the mentions it searched again from.
+function renderExpansion(expansion) {
+  const box = $("expansion");
+  box.hidden = !expansion;
+  if (!expansion) return;
+  const queries = expansion.queries || [];
+  let text = queries.length
+    ? `Second round from ${queries.length} coreferring mention${queries.length === 1 ? "" : "s"} of the top ` +
+      `${expansion.expand} passages: ` + queries.map((q) => `“${q.mention}” (${q.passage_id})`).join(", ")
+    : `Second round: no coreferring mention in the top ${expansion.expand} passages`;
+  const source = candidatesSource(expansion);
+  if (source) text += ` · ${source}`;
+  const without = expansion.passages_without_candidates;
+  if (without) text += ` · ${without} of them without a candidate`;
+  $("expansion-summary").textContent = text;
+  showNote($("expansion-note"), expansion.note);
 }
 
 // The answer as a cluster (`cluster: true`): the documents holding the query mention's cluster, each
@@ -390,6 +433,12 @@ function renderCluster(cluster) {
   $("cluster-summary").textContent = `The query mention and ${others} other mention${others === 1 ? "" : "s"} ` +
     `in ${cluster.documents.length} document${cluster.documents.length === 1 ? "" : "s"} ` +
     `(the mention encoder's clusters at τ ${cluster.threshold})`;
+  const source = candidatesSource(cluster);
+  let from = source ? `From ${source}` : "";
+  const without = cluster.passages_without_mentions;
+  if (without) from += `${from ? " · " : ""}no mention found in ${without} of the hits`;
+  $("cluster-source").textContent = from;
+  showNote($("cluster-note"), cluster.note);
   const list = $("cluster-documents");
   list.textContent = "";
   for (const document_ of cluster.documents) {
