@@ -528,3 +528,28 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+def write_texts(folder: Path, documents: list[dict[str, Any]]) -> Path:
+    """``documents`` as plain .txt files (the title on the first line), as `build-dataset --format text` reads them."""
+    folder.mkdir(parents=True)
+    for document in documents:
+        (folder / f"{document['doc_id']}.txt").write_text(f"{document.get('title', '')}\n{document['text']}\n",
+                                                          encoding="utf-8")
+    return folder
+
+
+def plain_news_collection(root: Path) -> tuple[Path, Path]:
+    """The news corpus as plain .txt files (no annotation at all), built into a dataset and indexed with Lucene:
+    ``(dataset, index)``."""
+    from typer.testing import CliRunner
+
+    from corefsearch.cli import app
+
+    texts = write_texts(root / "texts", NEWS_DOCUMENTS)
+    runner = CliRunner()
+    for args in (["build-dataset", texts, "--format", "text", "--out", root / "dataset"],
+                 ["index", root / "dataset", "--out", root / "index", "--threads", 1]):
+        result = runner.invoke(app, [str(arg) for arg in args])
+        assert result.exit_code == 0, result.output
+    return root / "dataset", root / "index"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import NEWS_DOCUMENTS, write_jsonl
+from helpers import NEWS_DOCUMENTS, write_jsonl, write_texts
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -34,14 +34,6 @@ def refused(*args: object) -> str:
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert result.output.startswith("error: ") and "is a dataset of plain documents" in result.output
     return str(result.output)
-
-
-def write_texts(folder: Path, documents: list[dict[str, Any]]) -> Path:
-    folder.mkdir(parents=True)
-    for document in documents:
-        (folder / f"{document['doc_id']}.txt").write_text(f"{document.get('title', '')}\n{document['text']}\n",
-                                                          encoding="utf-8")
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import NEWS_DOCUMENTS, flat, save_mention_encoder
+from helpers import flat, plain_news_collection, save_mention_encoder
 from typer.testing import CliRunner
 
 from corefsearch.base.errors import InputError
@@ -39,15 +39,7 @@ def invoke(*args: object) -> Any:
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The news corpus as plain .txt files (no annotation at all), built and indexed with Lucene."""
-    root = tmp_path_factory.mktemp("plain")
-    texts = root / "texts"
-    texts.mkdir()
-    for document in NEWS_DOCUMENTS:
-        (texts / f"{document['doc_id']}.txt").write_text(f"{document.get('title', '')}\n{document['text']}\n",
-                                                         encoding="utf-8")
-    invoke("build-dataset", texts, "--format", "text", "--out", root / "dataset")
-    invoke("index", root / "dataset", "--out", root / "index", "--threads", 1)
-    return root / "dataset", root / "index"
+    return plain_news_collection(tmp_path_factory.mktemp("plain"))
 
 
 def test_detected_candidates_come_from_passages_without_annotations(plain: tuple[Path, Path]) -> None:

@@ -29,9 +29,9 @@ from typing import Any
 import httpx
 import pytest
 from helpers import (
-    NEWS_DOCUMENTS,
     REPRINT_PASSAGE,
     ServerThread,
+    plain_news_collection,
     query_with_a_relevant_hit,
     save_mention_encoder,
     saved_reader,
@@ -520,22 +520,9 @@ PLAIN_K = 5
 def unannotated(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The news corpus as plain .txt files (no annotation at all), built and indexed with Lucene, and a tiny
     mention encoder."""
-    from typer.testing import CliRunner
-
-    from corefsearch.cli import app
-
     root = tmp_path_factory.mktemp("unannotated")
-    texts = root / "texts"
-    texts.mkdir()
-    for document in NEWS_DOCUMENTS:
-        (texts / f"{document['doc_id']}.txt").write_text(f"{document.get('title', '')}\n{document['text']}\n",
-                                                         encoding="utf-8")
-    runner = CliRunner()
-    for args in (["build-dataset", texts, "--format", "text", "--out", root / "dataset"],
-                 ["index", root / "dataset", "--out", root / "index", "--threads", 1]):
-        result = runner.invoke(app, [str(arg) for arg in args])
-        assert result.exit_code == 0, result.output
-    return root / "index", save_mention_encoder(tiny_base, root / "encoder")
+    _, index = plain_news_collection(root)
+    return index, save_mention_encoder(tiny_base, root / "encoder")
 
 
 def unannotated_server(index: Path, encoder: Path, candidates: str | None = None) -> ServerThread:
