@@ -3,11 +3,15 @@
 The first round is the hybrid dev chose (bench/hybrid.py: dense + BM25 over the sentence fields,
 interpolation α 0.5), searched to depth ``--k`` as ``corefsearch search`` does (the CLI's own option
 builder). Its expansion mentions are marked by the mention encoder (``--expand-from encoder``:
-in each of the top N passages, the dataset mention nearest to the query mention), or, with
+in each of the top N passages, the candidate mention nearest to the query mention; ``--candidates
+detected``, the default, takes the candidates from a mention detector: the dataset's stored predicted
+mentions, or ``--detector heuristic|DIR`` at query time; ``gold``, the dataset's annotated mentions, an
+upper bound), or, with
 ``--spans RUN.spans.jsonl`` of a reader run over the same first round, by the reader. Every expansion
 query of the largest N is searched once; each (N, w) of the grid then fuses the first round with
-the lists of its first N expansions (``corefsearch.search.expansion.fuse_rounds``, what the CLI runs),
-and is scored with ``corefsearch evaluate``'s scorer: MRR@10, mAP@10, R@10, R@100 (trec
+the lists of its first N expansions (``corefsearch.search.expansion.fuse_rounds``, what the CLI runs;
+only the expansions at least as similar as the grid's least gate are searched, the others never being fused),
+and is scored with ``corefsearch evaluate``'s scorer: MRR@10, mAP@10, R@10, R@50, R@100 (trec
 definitions), ×100, on ``--split`` (dev). ``--test``: the test split once with what dev chose.
 
 ``--test-reader FOLDER`` adds the test rows of the best single-round pipeline: the reader run
@@ -34,13 +38,20 @@ expansion's list is its own passage alone, as if its search had found nothing.
 ``--first-run RUN`` starts from a run of ``--split`` rather than the hybrid (e.g. ``search --reader
 --rerank-fusion rrf``, the best single round), with ``--spans RUN.spans.jsonl`` for the reader's spans (their
 gate, ``--gates``, is then on the reader's span score); ``--test-first-run`` is the same for ``--test``.
-``--write-runs FOLDER`` writes the fused runs of dev's choice (``dev.trec``, ``test.trec``), e.g. for a
+``--write-runs FOLDER`` writes the fused runs of dev's choice (``dev.trec``, ``test.CANDIDATES.trec``), e.g. for a
 reader to re-rank after the second round (bench/rerank_run.py).
+
+``--test`` scores the test split once: the first round, then a second round at dev's choice from each candidate
+source of ``--test-sources`` (``detected``, ``stored:DATASET`` for a dataset copy's stored predicted mentions,
+``detector:heuristic|DIR`` at query time, ``gold``), the gold row and the oracle row in a table of their own.
+``--only-test N,w,gate --test`` does the same at that setting (with the first of ``--list-depths`` and ``--heads``)
+without dev; with ``--warm C`` it times C test queries on the warm engine, one round against two.
 
 Run: ``python bench/second_round.py --index INDEX --dataset D --mention-encoder M [--k 100]
 [--expand 1,2,3,5] [--weights 0.25,0.5,1,2] [--gates 0.8,0.9] [--reciprocal 0,10] [--shares kept,n]
 [--margins none,0,0.02] [--list-depths 1,5,all] [--heads 0,10] [--first-run RUN [--spans RUN.spans.jsonl]]
-[--write-runs FOLDER] [--test [--test-first-run RUN]]``.
+[--write-runs FOLDER] [--candidates detected|gold] [--detector heuristic|DIR] [--test [--test-first-run RUN]
+[--test-sources detected,stored:D2,gold]] [--only-test N,w,gate [--warm C]]``.
 """
 
 from __future__ import annotations
@@ -56,7 +67,7 @@ from typing import Any
 
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
-METRICS = ("MRR@10", "mAP@10", "R@10", "R@100")
+METRICS = ("MRR@10", "mAP@10", "R@10", "R@50", "R@100")
 CANDIDATES: list[Any] = ["gold", None]  # --candidates and --detector (main sets them)
 
 
@@ -73,10 +84,15 @@ def hybrid_setup(device: str) -> Any:
 
 
 def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max: int, device: str,
-           spans: Path | None, first_run: Path | None = None, background: bool = True
+           spans: Path | None, first_run: Path | None = None, background: bool = True,
+           source: tuple[str, str | None, Path] | None = None, ran: tuple[list[Any], float] | None = None,
+           least_gate: float | None = None
            ) -> tuple[list[Any], dict[str, list[Any]], dict[str, list[Any]], float, float]:
-    """The first round (the hybrid's, or ``first_run``'s: e.g. ``search --reader --rerank-fusion rrf``), each
-    query's expansion queries (largest N), their hits; seconds of each round."""
+    """The first round (the hybrid's, or ``first_run``'s: e.g. ``search --reader --rerank-fusion rrf``; ``ran``:
+    one already run, with its seconds), each query's expansion queries (largest N), their hits; seconds of each
+    round. ``source``: the encoder's candidates (``(candidates, detector, dataset)``; default ``--candidates``,
+    ``--detector`` over ``dataset``). ``least_gate``: only expansions at least that similar are searched (the
+    grid's least gate: the others are never fused)."""
     from corefsearch.base.schema import Hit
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.search.candidates import open_candidates
@@ -86,16 +102,19 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     setup = hybrid_setup(device)
     retriever = open_retriever(index, setup.bm25, setup.retrieval)
     queries = read_queries(dataset / "queries" / f"{split}.jsonl")
-    log(f"{split}: first round, {len(queries):,} queries")
+    log(f"{split}: first round, {len(queries):,} queries" + (" (run once before)" if ran is not None else ""))
     began = time.perf_counter()
-    if first_run is not None:
+    if ran is not None:
+        first, first_seconds = ran
+    elif first_run is not None:
         from corefsearch.io.trec import read_run
 
         ran = read_run(first_run)
         first = [(q, [Hit(p, s) for p, s in sorted(ran[q.id].items(), key=lambda x: -x[1])][:k]) for q in queries]
     else:
         first = list(retriever.search(queries, k))
-    first_seconds = time.perf_counter() - began
+    if ran is None:
+        first_seconds = time.perf_counter() - began
     if spans is not None:
         from corefsearch.evaluate.spans import read_spans
 
@@ -113,7 +132,11 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     else:
         from corefsearch.search.expansion import BACKGROUND_FROM, expansion_query
 
-        expander = EncoderExpansion.load(encoder, open_candidates(CANDIDATES[0], dataset, CANDIDATES[1]), device)
+        candidates, detector, candidate_dataset = source or (CANDIDATES[0], CANDIDATES[1], dataset)
+        opened = OfTypes(open_candidates(candidates, candidate_dataset, detector), {q.type for q, _ in first})
+        expander = EncoderExpansion.load(encoder, opened, device)
+        log(f"{split}: candidates {candidates}"
+            + (f" ({detector or candidate_dataset})" if candidates != "gold" else ""))
         chosen = expander.nearest([(q, [h.passage_id for h in hits[:n_max]]) for q, hits in first])
         floor = (expander.background([(q, [h.passage_id for h in hits[BACKGROUND_FROM:]]) for q, hits in first])
                  if background else {q.id: None for q, _ in first})  # no margin in the grid: not encoded
@@ -125,8 +148,13 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
                 x = expansion_query(q, pid, r.sentence, r.start, r.end)
                 SIMILARITY[x.id] = cosine[pid]
                 MARGIN[x.id] = SIMILARITY[x.id] - floor[q.id] if floor[q.id] is not None else float("inf")
-                CORRECT[x.id] = r.cluster_id == q.cluster_id
+                # a detected mention has no cluster: right when it overlaps a mention of the query's gold cluster
+                CORRECT[x.id] = (r.cluster_id == q.cluster_id if r.cluster_id
+                                 else q.cluster_id in gold_clusters(dataset, x))
                 expansions[q.id].append(x)
+        if least_gate is not None and least_gate > -1:  # never fused: neither searched nor kept
+            expansions = {qid: [x for x in xs if SIMILARITY[x.id] >= least_gate] for qid, xs in expansions.items()}
+        EMPTY[split] = expander.empty
     flat = [x for q, _ in first for x in expansions[q.id]]
     log(f"{split}: second round, {len(flat):,} expansion queries")
     began = time.perf_counter()
@@ -135,6 +163,23 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     return first, expansions, found, first_seconds, second_seconds
 
 
+class OfTypes:
+    """A candidate source that gives only the candidates of the queries' types: the encoder picks among those
+    alone (``EncoderExpansion.nearest``), so the choice is the same and the other types are not encoded."""
+
+    def __init__(self, source: Any, types: set[str]) -> None:
+        self.source, self.types, self.name = source, types, source.name
+
+    def of(self, passage_ids: Any) -> dict[str, list[Any]]:
+        found = {pid: [c for c in mentions if c.type in self.types]
+                 for pid, mentions in self.source.of(passage_ids).items()}
+        return {pid: mentions for pid, mentions in found.items() if mentions}
+
+    def query_record(self, query: Any) -> Any:
+        return self.source.query_record(query)
+
+
+EMPTY: dict[str, int] = {}  # split -> top passages asked about that held no candidate of the query's type
 SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
 MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.search.expansion)
 CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
@@ -158,15 +203,18 @@ def oracle_row(dataset: Path, first: list[Any], k: int, qrels: Path, depth: int)
     """The oracle row (bench/mention_promotion.py's ``annotated_first``): of each query's first-round top ``depth``,
     the passages that hold an annotated mention of the query's type first. The encoder's expansions are annotated
     mentions, so on a collection annotated only in part this is what knowing them alone is worth."""
-    from mention_promotion import annotated_first, metrics, passage_mentions
+    from mention_promotion import annotated_first, passage_mentions
 
+    from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.io.trec import read_qrels
 
     if dataset not in MENTIONS:
         MENTIONS[dataset] = passage_mentions(dataset)
     ranked = annotated_first({q.id: [h.passage_id for h in hits[:k]] for q, hits in first}, {q.id: q for q, _ in first},
                              MENTIONS[dataset], depth)
-    return metrics(ranked, read_qrels(qrels))
+    run = {qid: {pid: float(len(ids) - i) for i, pid in enumerate(ids)} for qid, ids in ranked.items()}
+    aggregate = evaluate_run(run, read_qrels(qrels)).aggregate
+    return {m: 100 * float(aggregate[m]) for m in METRICS}
 
 
 MENTIONS: dict[Path, dict[str, list[dict[str, Any]]]] = {}  # dataset -> its passages' annotated mentions
@@ -311,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the encoder's candidate mentions (gold: an upper bound, the annotations)")
     parser.add_argument("--detector", default=None, help="with --candidates detected: heuristic or a detector folder "
                                                            "run at query time (default: the dataset's stored ones)")
+    parser.add_argument("--test-sources", default=None,
+                        help="the test's second-round rows, comma-separated: detected (--dataset's stored mentions, or "
+                             "--detector), stored:DATASET (a copy's stored mentions), detector:REF (at query time), "
+                             "gold (with the oracle row, in a table of its own); default: --candidates")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
@@ -324,21 +376,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_test:
         n, w, *g = args.only_test.split(",")
         gate = float(g[0]) if g else None
+        if args.test:  # the test rows at this setting, with the first of --list-depths and --heads
+            depth = args.list_depths.split(",")[0]
+            test_rows(args, (int(n), float(w), -1.0 if gate is None else gate, int(args.reciprocal.split(",")[0]),
+                             args.shares.split(",")[0], None, None if depth == "all" else int(depth),
+                             int(args.heads.split(",")[0])))
         if args.warm:
-            warm_cost(args, int(n), float(w), args.warm, gate)
+            warm_cost(args, int(n), float(w), args.warm, gate, args.list_depths.split(",")[0],
+                      int(args.heads.split(",")[0]))
         depths = tuple(int(x) for x in args.reciprocal.split(","))
         return test_reader_only(args, int(n), float(w), gate, depths) if args.test_reader is not None else 0
     grid_n = [int(x) for x in args.expand.split(",")]
     grid_w = [float(x) for x in args.weights.split(",")]
+    grid_g = [float(x) for x in args.gates.split(",")]
     first, expansions, found, s1, s2 = rounds(args.index, args.dataset, args.split, args.mention_encoder, args.k,
                                               max(grid_n), args.device, args.spans, args.first_run,
-                                              args.margins != "none")
+                                              args.margins != "none", least_gate=min(grid_g))
     qrels = args.dataset / "qrels" / f"{args.split}.txt"
     base = scores(first, expansions, found, 0, 0.0, args.k, qrels)
     print(f"{args.split}, {len(first):,} queries, ×100; first round {s1:.0f} s, the second round's "
           f"{len(found):,} queries {s2:.0f} s ({1000 * s2 / max(len(first), 1):.0f} ms per original query at "
-          f"N = {max(grid_n)})\n")
-    grid_g = [float(x) for x in args.gates.split(",")]
+          f"N = {max(grid_n)}, those ≥ the least gate {min(grid_g):g}); {EMPTY.get(args.split, 0):,} top passages "
+          "held no candidate of the query's type\n")
     grid_r = [int(x) for x in args.reciprocal.split(",")]
     if CORRECT:
         print("Expansion mentions (the encoder's, top " + str(max(grid_n)) + " passages): how many pass each gate, "
@@ -381,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
           + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
     grid_l = [None if x == "all" else int(x) for x in args.list_depths.split(",")]
     grid_h = [int(x) for x in args.heads.split(",")]
-    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept", None, None)
+    best = (base["MRR@10"], 0, 0.0, -1.0, 0, "kept", None, None, 0)
     for n in grid_n:
         for w in grid_w:
             for g in grid_g:
@@ -396,44 +455,92 @@ def main(argv: list[str] | None = None) -> int:
                                 print(f"| {n} | {w:g} | {g:g} | {'off' if mg is None else mg} | {r} | {label} | "
                                       + " | ".join(f"{row[m]:.2f}" for m in METRICS) + " |", flush=True)
                                 if row["MRR@10"] > best[0]:
-                                    best = (row["MRR@10"], n, w, g, r, share, mg, depth)
+                                    best = (row["MRR@10"], n, w, g, r, share, mg, depth, head)
     if best[1]:
         heads = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
                        list_depth=1)
         print(f"| {best[1]} | {best[2]:g} | {best[3]:g} | {'off' if best[6] is None else best[6]} | {best[4]} | "
               f"{best[5]}, heads only (no search) | " + " | ".join(f"{heads[m]:.2f}" for m in METRICS) + " |")
     print(f"\nDev chose N = {best[1]}, w = {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, share "
-          f"{best[5]}, lists {best[7] or 'all'} deep (MRR@10 {best[0]:.2f}; N = 0 is the first round).")
+          f"{best[5]}, lists {best[7] or 'all'} deep, top {best[8]} from the heads (MRR@10 {best[0]:.2f}; N = 0 is "
+          "the first round).")
     if args.write_runs is not None:
         args.write_runs.mkdir(parents=True, exist_ok=True)
         scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
-               args.write_runs / f"{args.split}.trec", list_depth=best[7])
+               args.write_runs / f"{args.split}.trec", list_depth=best[7], head=best[8])
     if args.test:
-        test_spans = Path(f"{args.test_first_run}.spans.jsonl") if args.spans and args.test_first_run else None
-        first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
-                                                  max(best[1], 1), args.device, test_spans, args.test_first_run,
-                                                  best[6] is not None)
-        qrels = args.dataset / "qrels" / "test.txt"
-        one = scores(first, expansions, found, 0, 0.0, args.k, qrels)
-        two = scores(first, expansions, found, best[1], best[2], args.k, qrels, best[3], best[4], best[5], best[6],
-                     args.write_runs / "test.trec" if args.write_runs is not None else None, list_depth=best[7])
-        print(f"\nTest, once ({len(first):,} queries), ×100:\n")
-        print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
-        print("| first round | " + " | ".join(f"{one[m]:.2f}" for m in METRICS) + " |")
-        oracle = oracle_row(args.dataset, first, args.k, qrels, max(best[1], 1))
-        print(f"| annotated first, top {max(best[1], 1)} (oracle) | "
-              + " | ".join(f"{oracle[m]:.2f}" for m in METRICS) + " |")
-        print(f"| + second round (N {best[1]}, w {best[2]:g}, gate {best[3]:g}, margin {best[6]}, R {best[4]}, "
-              f"share {best[5]}, lists {best[7] or 'all'} deep) | "
-              + " | ".join(f"{two[m]:.2f}" for m in METRICS) + " |")
-        print(f"\nSecond round: {1000 * s2 / len(first):.0f} ms per query in batch ({len(found):,} expansion "
-              f"queries), the first {1000 * s1 / len(first):.0f} ms.")
+        test_rows(args, best[1:])
     if args.test_reader is not None:
         test_reader_only(args, best[1], best[2], best[3] if best[3] != -1 else None, (0, best[4]) if best[4] else (0,))
     return 0
 
 
-def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: float | None = None) -> None:
+def test_sources(args: argparse.Namespace) -> list[tuple[str, tuple[str, str | None, Path]]]:
+    """``--test-sources``: the candidate sources of the test's second-round rows, each with its label."""
+    sources = []
+    for item in (args.test_sources or args.candidates).split(","):
+        if item == "gold":
+            sources.append(("gold candidates (the dataset's annotated mentions)", ("gold", None, args.dataset)))
+        elif item == "detected":
+            what = f"detector {args.detector}, at query time" if args.detector else "the dataset's stored ones"
+            sources.append((f"detected candidates ({what})", ("detected", args.detector, args.dataset)))
+        elif item.startswith("stored:"):
+            path = Path(item.split(":", 1)[1])
+            sources.append((f"detected candidates (stored in {path})", ("detected", None, path)))
+        elif item.startswith("detector:"):
+            ref = item.split(":", 1)[1]
+            sources.append((f"detected candidates (detector {ref}, at query time)", ("detected", ref, args.dataset)))
+        else:
+            raise SystemExit(f"--test-sources: unknown item {item!r}")
+    return sources
+
+
+def test_rows(args: argparse.Namespace, setting: tuple[Any, ...]) -> None:
+    """The test split, once: the first round, then a second round at ``setting`` (dev's choice: N, w, gate, R,
+    share, margin, list depth, head) from each of ``--test-sources``; gold candidates and the oracle row in a
+    table of their own (an upper bound)."""
+    n, w, gate, depth, share, margin, list_depth, head = setting
+    qrels = args.dataset / "qrels" / "test.txt"
+    test_spans = Path(f"{args.test_first_run}.spans.jsonl") if args.spans and args.test_first_run else None
+    described = (f"N {n}, w {w:g}, gate {gate:g}, lists {list_depth or 'all'} deep, top {head} from the heads"
+                 + (f", margin {margin}" if margin is not None else "") + (f", R {depth}" if depth else "")
+                 + (f", share {share}" if share != "kept" else ""))
+    ran = None
+    rows: list[tuple[str, str, dict[str, float]]] = []
+    for label, source in test_sources(args):
+        first, expansions, found, s1, s2 = rounds(args.index, args.dataset, "test", args.mention_encoder, args.k,
+                                                  max(n, 1), args.device, test_spans, args.test_first_run,
+                                                  margin is not None, source, ran, gate)
+        if ran is None:
+            ran = (first, s1)
+            rows.append(("detected", "first round", scores(first, expansions, found, 0, 0.0, args.k, qrels)))
+        kept = [x.id for q, _ in first for x in expansions[q.id]]
+        right = 100 * sum(CORRECT[x] for x in kept) / max(len(kept), 1)
+        log(f"test, {label}: {len(kept):,} expansions pass the gate, {right:.1f}% in the query's cluster; "
+            f"{EMPTY.get('test', 0):,} top passages without a candidate; second round {s2:.0f} s")
+        two = scores(first, expansions, found, n, w, args.k, qrels, gate, depth, share, margin,
+                     args.write_runs / f"test.{source[0]}.trec" if args.write_runs is not None else None,
+                     list_depth=list_depth, head=head)
+        rows.append((source[0], f"+ second round, {label}: {len(kept):,} expansions ≥ gate, {right:.1f}% right",
+                     two))
+        if source[0] == "gold":
+            rows.append(("gold", f"annotated first, top {max(n, 1)} (oracle)",
+                         oracle_row(args.dataset, first, args.k, qrels, max(n, 1))))
+    first = ran[0] if ran else []
+    print(f"\nTest, once ({len(first):,} queries), ×100; second round: {described}:\n")
+    for table in ("detected", "gold"):
+        chosen = [(name, values) for kind, name, values in rows if kind == table or name == "first round"]
+        if table == "gold":
+            if len(chosen) == 1:
+                continue
+            print("\nGold mentions (an upper bound; not available on unannotated text):\n")
+        print("| run | " + " | ".join(METRICS) + " |\n| --- |" + " ---: |" * len(METRICS))
+        for name, values in chosen:
+            print(f"| {name} | " + " | ".join(f"{values[m]:.2f}" for m in METRICS) + " |", flush=True)
+
+
+def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: float | None = None,
+              list_depth: str = "all", head: int = 10) -> None:
     """ms per query of the warm engine (what ``serve`` answers with), one round against two, taking turns."""
     import statistics
 
@@ -444,7 +551,9 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
     setup = hybrid_setup(args.device)
     engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
                                expansion=ExpansionOptions(1, max(n, 1), w, CANDIDATES[0], CANDIDATES[1],
-                                                          args.mention_encoder, gate))
+                                                          args.mention_encoder, gate,
+                                                          list_depth=0 if list_depth == "all" else int(list_depth),
+                                                          head=head))
     queries = read_queries(args.dataset / "queries" / "test.jsonl")[:count]
     times: dict[int, list[float]] = {1: [], 2: []}
     for i, query in enumerate(queries):
@@ -453,8 +562,11 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
             engine.query(qid=query.id, k=10, rounds=rounds)
             times[rounds].append(1000 * (time.perf_counter() - began))
     one, two = statistics.median(times[1]), statistics.median(times[2])
+    what = f"{CANDIDATES[0]}" + (f", detector {CANDIDATES[1]} at query time" if CANDIDATES[1] else
+                                 ", the dataset's stored mentions" if CANDIDATES[0] == "detected" else "")
     print(f"\nWarm engine (serve's), {len(queries)} test queries, k 10, median ms/query: one round {one:.0f}, two "
-          f"rounds (encoder, N {max(n, 1)}) {two:.0f}: {two - one:+.0f} ms")
+          f"rounds (encoder, N {max(n, 1)}, candidates {what}) {two:.0f}: {two - one:+.0f} ms "
+          f"(means {statistics.mean(times[1]):.0f} and {statistics.mean(times[2]):.0f})")
 
 
 def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | None = None,
