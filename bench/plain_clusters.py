@@ -3,9 +3,11 @@
 Builds the dataset of ``bench/data/plain-events`` (``build-dataset --format text``, sentence passages) and its
 Lucene index, then asks each query of ``QUERIES`` (a mention in one of the corpus's own documents, given as
 ``--mention``/``--context``: the sentence it is in) for its top 10 hits as a cluster, twice: with the CLI
-(``corefsearch query … --k 10 --cluster --mention-encoder M [--detector D] --json``) and with the API (``POST
+(``corefsearch query … --k 10 --cluster --mention-encoder M --detector D --device cpu --json``) and with the API (``POST
 /search`` with ``cluster: true``, FastAPI's TestClient over ``create_app(SearchEngine.open(...))``). The two
-answers' clusters are compared; the page renders the API's JSON, so it shows the API's answer.
+answers' clusters are compared (``--device cpu`` in both: at the default ``auto`` a detector folder fails to load,
+``RuntimeError … device string: auto``, 27 Nov 2026); the page renders the API's JSON, so it shows
+the API's answer.
 
 Counting, against ``bench/data/plain-events/annotations.json`` (written before any system output was read):
 
@@ -107,7 +109,7 @@ def passage_offsets(dataset: Path) -> dict[str, tuple[str, int, str]]:
 def ask_cli(index: Path, encoder: Path, detector: str, mention: str, context: str) -> dict:
     return json.loads(command([*CLI, "query", "--index", str(index), "--mention", mention, "--context", context,
                                "--k", "10", "--cluster", "--mention-encoder", str(encoder), "--detector", detector,
-                               "--json"]))
+                               "--device", "cpu", "--json"]))
 
 
 def api_client(index: Path, encoder: Path, detector: str):  # noqa: ANN201 - a TestClient
@@ -116,9 +118,11 @@ def api_client(index: Path, encoder: Path, detector: str):  # noqa: ANN201 - a T
 
     from corefsearch.search.engine import SearchEngine
     from corefsearch.search.expansion import ExpansionOptions
+    from corefsearch.search.retriever import RetrievalOptions
     from corefsearch.serve.app import create_app
 
-    engine = SearchEngine.open(index, expansion=ExpansionOptions(encoder=encoder, detector=detector))
+    engine = SearchEngine.open(index, retrieval=RetrievalOptions(device="cpu"),
+                               expansion=ExpansionOptions(encoder=encoder, detector=detector))
     return TestClient(create_app(engine))
 
 
