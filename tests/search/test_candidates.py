@@ -114,3 +114,54 @@ def test_gold_candidates_are_refused_on_a_coresearch_dataset(tiny_dataset: Path,
     check_gold_allowed(tiny_dataset)  # an annotated corpus of another format: allowed when asked
     with pytest.raises(InputError, match="--candidates must be one of"):
         open_candidates("annotations", tiny_dataset)
+
+
+class _Config:
+    threshold = 0.1
+    lemma_weight = 0.2
+
+
+class _Encoder:
+    """The query at cosine distance 0.25 from each found mention, the found mentions on either side of it."""
+
+    config = _Config()
+
+    def encode(self, records: list) -> list:
+        import numpy as np
+
+        angle = np.arccos(0.75)
+        return [np.array([1.0, 0.0]) if r.mention_id == "query" else
+                np.array([np.cos(angle), np.sin(angle) * (1 if i % 2 else -1)]) for i, r in enumerate(records)]
+
+
+def test_the_cluster_answer_applies_the_encoders_lemma_weight() -> None:
+    from corefsearch.search.expansion import FoundMention, cluster_answer
+
+    text = "The fire spread overnight."
+    query = Query("adhoc", "", text, 4, 8, "fire", "")
+    same = FoundMention("p1", "d1", "t", "A fire broke out.", 2, 6, 1, "")
+    other = FoundMention("p2", "d2", "t", "Crews fought the blaze.", 17, 22, 2, "")
+    answer = cluster_answer(_Encoder(), query, text, [same, other])
+    # Distance 0.25 is above τ 0.1; the same head lemma brings "fire" 0.2 closer (0.05 ≤ τ), "blaze" stays out.
+    assert answer["size"] == 2 and [m["mention"] for d in answer["documents"] for m in d["mentions"]] == ["fire"]
+    assert [m["mention"] for m in answer["near_misses"]] == ["blaze"]
+    _Config.lemma_weight = 0.0
+    try:
+        assert cluster_answer(_Encoder(), query, text, [same, other])["size"] == 1
+    finally:
+        _Config.lemma_weight = 0.2
+
+
+def test_a_detector_runs_on_the_device_resolved(plain: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import corefsearch.search.candidates as candidates
+
+    asked: list[str] = []
+    monkeypatch.setattr(candidates, "load_detector", lambda reference, device: asked.append(device) or object())
+    open_candidates("detected", plain[0], detector="some-folder", device="auto")
+    assert asked == ["cpu"]  # auto resolved (this machine has no GPU), never handed on as "auto"
+
+
+def test_an_ad_hoc_querys_document_is_its_context(plain: tuple[Path, Path]) -> None:
+    query = Query("adhoc", "", CONTEXT, 25, 35, "earthquake", "")
+    record = open_candidates("detected", plain[0]).query_record(query)
+    assert record.context == CONTEXT and record.sentence == CONTEXT and record.text == "earthquake"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import resolve_device
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Query
 from corefsearch.cluster.inputs import MentionRecord, dataset_mention_records
@@ -80,7 +81,8 @@ class PassageTexts:
 
     def query_record(self, query: Query) -> MentionRecord:
         found = self.lookup(query.passage_id) if query.passage_id else None
-        doc_id, context = (found[0], found[2]) if found is not None else ("", "")
+        # An ad-hoc query's document is its context alone: that is its head, as a one-passage document's is.
+        doc_id, context = (found[0], found[2]) if found is not None else ("", query.text)
         return MentionRecord(query.id, "", doc_id, None, query.passage_id, query.text[query.start:query.end],
                              query.start, query.end, query.text, context)
 
@@ -199,7 +201,7 @@ def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = N
         except MissingArtefactError:
             pass  # no manifest beside the file: detect at query time
     reference = detector or DEFAULT_DETECTOR
-    return DetectedCandidates(load_detector(reference, device=device), dataset_dir, str(reference))
+    return DetectedCandidates(load_detector(reference, device=resolve_device(device)), dataset_dir, str(reference))
 
 
 def describe_candidates(source: Any) -> dict[str, Any]:

@@ -425,7 +425,9 @@ class SearchEngine:
             doc_id, context = self._document_context(hit.passage_id)
             found.append(FoundMention(hit.passage_id, doc_id, hit.title, hit.text, span[0], span[1], hit.rank,
                                       context))
-        answer = cluster_answer(self.mention_encoder, query, self._document_context(query.passage_id)[1], found)
+        # An ad-hoc query's document is its context alone (the head the encoder reads, as for a one-passage one).
+        query_context = self._document_context(query.passage_id)[1] or query.text
+        answer = cluster_answer(self.mention_encoder, query, query_context, found)
         answer.update(source)
         answer["passages_without_mentions"] = len(hits) - len(found)
         if not found:

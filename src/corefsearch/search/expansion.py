@@ -57,6 +57,7 @@ from typing import Any
 
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_model_folder, resolve_device
+from corefsearch.base.nlp import head_lemmas
 from corefsearch.base.schema import Hit, Query
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.detect.detectors import check_detector
@@ -467,7 +468,11 @@ def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequen
     records += [MentionRecord(f"m{i}", "", m.doc_id or m.passage_id, None, m.passage_id, m.text[m.start:m.end],
                               m.start, m.end, m.text, m.context) for i, m in enumerate(found)]
     vectors = encoder.encode(records)
-    labels = cluster_dense(vectors, float(tau)) if len(records) > 1 else [0]
+    # The lemma weight β the encoder was chosen with on dev, as `cluster --method encoder` applies it: two mentions
+    # with the same head lemma are β closer.
+    beta = float(encoder.config.lemma_weight)
+    lemmas = _head_lemmas(records) if beta and len(records) > 1 else None
+    labels = cluster_dense(vectors, float(tau), lemmas, beta) if len(records) > 1 else [0]
     similarity = (vectors @ vectors[0]).tolist()
     members = [i for i in range(1, len(records)) if labels[i] == labels[0]]
     documents: dict[str, dict[str, Any]] = {}
@@ -479,6 +484,14 @@ def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequen
     others = sorted((i for i in range(1, len(records)) if labels[i] != labels[0]), key=lambda i: -similarity[i])
     return {"threshold": float(tau), "size": 1 + len(members), "documents": list(documents.values()),
             "near_misses": [_mention_json(found[i - 1], similarity[i]) for i in others[:NEAR_MISSES]]}
+
+
+def _head_lemmas(records: Sequence[MentionRecord]) -> list[str]:
+    """The head lemma of each record's mention; each sentence parsed once."""
+    sentences = list(dict.fromkeys(r.sentence for r in records))
+    spans = [[(r.start, r.end) for r in records if r.sentence == sentence] for sentence in sentences]
+    found = {sentence: iter(lemmas) for sentence, lemmas in zip(sentences, head_lemmas(sentences, spans), strict=True)}
+    return [next(found[r.sentence]) for r in records]
 
 
 def _mention_json(mention: FoundMention, score: float) -> dict[str, Any]:
