@@ -5,9 +5,8 @@ Lucene index, then asks each query of ``QUERIES`` (a mention in one of the corpu
 ``--mention``/``--context``: the sentence it is in) for its top 10 hits as a cluster, twice: with the CLI
 (``corefsearch query … --k 10 --cluster --mention-encoder M --detector D --device cpu --json``) and with the API (``POST
 /search`` with ``cluster: true``, FastAPI's TestClient over ``create_app(SearchEngine.open(...))``). The two
-answers' clusters are compared (``--device cpu`` in both: at the default ``auto`` a detector folder fails to load,
-``RuntimeError … device string: auto``, 27 Nov 2026); the page renders the API's JSON, so it shows
-the API's answer.
+answers' clusters are compared (``--device cpu`` in both); the page renders the API's JSON, so it shows the API's
+answer.
 
 Counting, against ``bench/data/plain-events/annotations.json`` (written before any system output was read):
 
