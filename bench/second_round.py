@@ -523,6 +523,8 @@ def test_rows(args: argparse.Namespace, setting: tuple[Any, ...]) -> None:
                      list_depth=list_depth, head=head)
         rows.append((source[0], f"+ second round, {label}: {len(kept):,} expansions ≥ gate, {right:.1f}% right",
                      two))
+        log(f"test, {label}: " + ", ".join(f"{m} {two[m]:.2f}" for m in METRICS) + " (first round: "
+            + ", ".join(f"{m} {rows[0][2][m]:.2f}" for m in METRICS) + ")")
         if source[0] == "gold":
             rows.append(("gold", f"annotated first, top {max(n, 1)} (oracle)",
                          oracle_row(args.dataset, first, args.k, qrels, max(n, 1))))
