@@ -292,7 +292,8 @@ class EncoderExpansion:
         for mentions in found.values():
             for candidate in mentions:
                 self.known.setdefault(candidate.record.mention_id, candidate.record)
-        self._encode({c.record.mention_id for mentions in found.values() for c in mentions})
+        types = {query.type for query, _ in items}  # only candidates a query can take are encoded
+        self._encode({c.record.mention_id for mentions in found.values() for c in mentions if c.type in types})
         result: dict[str, dict[str, Any]] = {}
         for query, passage_ids in items:
             own = self._query_vector(query)
