@@ -239,9 +239,11 @@ RETRIEVER_QUERY_ENCODER = "query_encoder"  # a retriever folder's query encoder 
 READER_CONFIG = "corefsearch_reader.json"
 CLUSTERER_CONFIG = "corefsearch_clusterer.json"
 DETECTOR_CONFIG = "corefsearch_detector.json"
+PAIR_SCORER_CONFIG = "corefsearch_pair_scorer.json"
 # The settings file that marks each kind of folder `corefsearch train KIND` writes.
 MODEL_KIND_FILES: dict[str, str] = {"retriever": RETRIEVER_CONFIG, "reader": READER_CONFIG,
-                                    "clusterer": CLUSTERER_CONFIG, "detector": DETECTOR_CONFIG}
+                                    "clusterer": CLUSTERER_CONFIG, "detector": DETECTOR_CONFIG,
+                                    "pair-scorer": PAIR_SCORER_CONFIG}
 
 
 def model_kind(reference: str | Path | None) -> str | None:

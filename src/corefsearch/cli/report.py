@@ -286,6 +286,8 @@ def _dev_columns(kind: str) -> tuple[str, str, list[tuple[str, str, Any]]]:
                                        ("retriever", RETRIEVER_METRIC, _number)]
     if kind == "detector":
         return "Detector", "0", [(name, name, _number) for name in ("mention F1", "P", "R", "event F1", "entity F1")]
+    if kind == "pair-scorer":
+        return "Pair scorer", "untrained", [("dev pair F1", "pair F1", _number), ("p >", "pair threshold", _tau)]
     from corefsearch.cluster.train import SELECTION_METRIC as CONLL
 
     return "Mention encoder", "untrained", [(CONLL, CONLL, _number), ("τ", "threshold", _tau)]
@@ -320,6 +322,10 @@ def print_training_summary(summary: TrainingSummary[Any], console: Console) -> N
         trained_on = counted(extras.train_queries, "query")
     elif summary.kind == "detector":
         trained_on = counted(extras.train_passages, "annotated passage")
+    elif summary.kind == "pair-scorer":
+        trained_on = f"{counted(extras.train_pairs, 'pair')} of {counted(extras.train_mentions, 'mention')}"
+        kept += (f", {extras.linkage} linkage at p > {extras.threshold:g} (dev CoNLL F1 {extras.dev_conll:.4f})"
+                 if extras.threshold is not None else ", no threshold (no dev clusters)")
     else:
         mentions = counted(extras.train_mentions, "mention")
         trained_on = (f"{counted(extras.train_pairs, 'pair')} of {mentions}" if extras.train_pairs

@@ -1,4 +1,4 @@
-"""``train retriever | reader | clusterer | detector``: the four trainers, each resumable.
+"""``train retriever | reader | clusterer | pair-scorer | detector``: the five trainers, each resumable.
 
 A trainer's options are the fields of its arguments dataclass (defaults and ``--help`` texts there,
 ``corefsearch.cli.fields`` turns them into Typer options); the options written here are those that are
@@ -16,6 +16,7 @@ from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.fields import options_from
 from corefsearch.cli.report import print_training_summary
 from corefsearch.cluster.arguments import ClustererTrainingArguments
+from corefsearch.cluster.scorer_arguments import PairScorerTrainingArguments
 from corefsearch.dense.arguments import RetrieverTrainingArguments
 from corefsearch.detect.arguments import DetectorTrainingArguments
 from corefsearch.reader.arguments import ReaderTrainingArguments
@@ -40,6 +41,9 @@ CLUSTERER_OPTIONS = ("base_model", "objective", "epochs", "batch_size", "lr", "h
                      "negatives_per_positive", "max_positives_per_cluster", "hard_negatives_k", "remine_negatives",
                      "scope", "lemma_weights", "seed", "max_steps", "device", "precision", "threads", "log_every",
                      "checkpoint_every")
+PAIR_SCORER_OPTIONS = ("base_model", "epochs", "batch_size", "lr", "head_lr", "neighbours", "same_lemma",
+                       "negatives_per_positive", "max_pairs", "both_orders", "scope", "dev_max_pairs", "max_length",
+                       "seed", "max_steps", "device", "precision", "threads", "log_every", "checkpoint_every")
 DETECTOR_OPTIONS = ("base_model", "mention_type", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
                     "max_length", "stride", "tagging", "encode_batch_size", "seed", "max_steps", "device", "precision",
                     "threads", "log_every", "checkpoint_every")
@@ -98,6 +102,27 @@ def train_clusterer_command(
     from corefsearch.cluster.train import train_clusterer
 
     summary = train_clusterer(dataset, out, args, overwrite=overwrite, log=log_line)
+    print_training_summary(summary, console)
+
+
+@train_app.command("pair-scorer")
+@user_errors
+@options_from(PairScorerTrainingArguments, order=PAIR_SCORER_OPTIONS)
+def train_pair_scorer_command(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train clusters; dev "
+                                                 "picks the epoch, the threshold and the linkage).")],
+    out: Annotated[Path, typer.Option("--out", help="Pair scorer directory to write.")],
+    encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--encoder", help="Mention encoder from `train clusterer`: each mention's --neighbours nearest mentions "
+                          "are candidate pairs (the encoder `cluster --model` then uses).")] = None,
+    *,
+    args: PairScorerTrainingArguments,
+    overwrite: RetrainOption = False,
+) -> None:
+    """Train a mention-pair cross-encoder for `cluster --method encoder --pair-scorer`; resumable."""
+    from corefsearch.cluster.scorer_train import train_pair_scorer
+
+    summary = train_pair_scorer(dataset, out, args, encoder=encoder, overwrite=overwrite, log=log_line)
     print_training_summary(summary, console)
 
 

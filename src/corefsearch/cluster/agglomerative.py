@@ -208,6 +208,21 @@ def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | N
     return canonical_labels(labels[copy_of])
 
 
+def graph_average_linkage(n: int, a: np.ndarray, b: np.ndarray, similarities: np.ndarray, tau: float) -> np.ndarray:
+    """Cluster labels (0.., by first appearance) of ``n`` nodes by average linkage over the edges ``(a[i], b[i])``
+    with ``similarities`` (a pair that is no edge counts as similarity 0), merging while the closest average
+    distance ``1 − similarity`` is ≤ ``tau`` (< 1). The linkage of :func:`cluster_knn` over given edges (a pair
+    scorer's probabilities)."""
+    if not 0 <= tau < 1:
+        raise InputError(f"over a graph of scored pairs the distance threshold must be in [0, 1), got {tau}")
+    labels = np.arange(n, dtype=np.int64)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if n >= 2 and len(a):
+        _cluster_graph(np.minimum(a, b), np.maximum(a, b), np.asarray(similarities, dtype=np.float64), tau,
+                       np.ones(n, dtype=np.int64), labels)
+    return canonical_labels(labels)
+
+
 def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(distinct, copy_of, weights)``: the distinct rows of ``matrix`` in order of first appearance,
     for each row the index of its distinct row, and how many rows each distinct row stands for."""
