@@ -34,12 +34,24 @@ def cluster_command(
     mentions: Annotated[str, typer.Option(
         help="gold (the dataset's annotated mentions) | predicted (a detector's, from `corefsearch detect`; each "
              "line of --out then adds passage_id, doc_id, start, end and detector).")] = "gold",
-    scope: Annotated[str, typer.Option(
-        help="topic (within each document topic the dataset records) | predicted-topic (within groups of "
-             "documents clustered by TF-IDF) | corpus (all mentions of the split at once).")] = "topic",
+    scope: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="topic (within each document topic the dataset records; the default) | predicted-topic (within "
+             "groups of documents clustered by TF-IDF, or given by --topics) | corpus (all mentions of the split at "
+             "once).")] = None,
+    topic_method: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --scope predicted-topic: agglomerative (average linkage cut at --topic-threshold, or into "
+             "--n-topics groups; the default) | kmeans (K-means into --n-topics groups).")] = None,
     topic_threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
         help="With --scope predicted-topic: the cosine distance at which documents stop being merged "
-             "(default 0.9).")] = None,
+             "(default 0.8).")] = None,
+    n_topics: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--n-topics", help="With --scope predicted-topic: the number of document groups (needed by --topic-method "
+                           "kmeans).")] = None,
+    topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--topics", help="Group the documents as this file says (doc_id<TAB>group lines; implies --scope "
+                         "predicted-topic).")] = None,
+    write_topics: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--write-topics", help="Also write the document groups used (doc_id<TAB>group lines).")] = None,
     conll: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         help="Also write the clusters in the CoNLL format of the reference scorer (one pseudo-document, "
              "one line per mention).")] = None,
@@ -73,9 +85,10 @@ def cluster_command(
         encoding = RayMentionEncoding(ray_given)
     with precision_scope(precision, ray=ray_given):
         summary = cluster_dataset(dataset, out, method=method, split=split, scope=scope, conll=conll,
-                                  topic_threshold=topic_threshold, model=model, threshold=threshold, k=k,
+                                  topic_threshold=topic_threshold, topic_method=topic_method, n_topics=n_topics,
+                                  topics=topics, write_topics=write_topics, model=model, threshold=threshold, k=k,
                                   batch_size=batch_size, device=device, lemma_weight=lemma_weight, encoding=encoding,
                                   mentions=mentions)
-    print_cluster_summary(summary, scope, console)
+    print_cluster_summary(summary, summary.scope, console)
 
 

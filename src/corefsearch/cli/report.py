@@ -227,6 +227,11 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
     console.print(f"Clustered {mentions} into {counted(summary.clusters, 'cluster')} "
                   f"({counted(summary.groups, 'group')} of --scope {scope}){at} in {summary.seconds:.1f} s{stages}; "
                   f"wrote {wrote}", markup=False)
+    agreements = [f"{name}: {found.line()}" for name, found in
+                  (("gold topics", getattr(summary, "topic_agreement", None)),
+                   ("gold subtopics", getattr(summary, "subtopic_agreement", None))) if found is not None]
+    if agreements:
+        console.print("Document groups against the " + "; against the ".join(agreements), markup=False)
 
 
 def print_add_summary(summary: Any, console: Console) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, resolve_device
+from corefsearch.cluster.agreement import Agreement, agreement, ecbplus_subtopics
 from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
 from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
@@ -21,7 +22,14 @@ from corefsearch.cluster.predicted import (
     read_predicted_mentions,
     span_fields,
 )
-from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, SCOPES, mention_groups
+from corefsearch.cluster.topics import (
+    DEFAULT_TOPIC_THRESHOLD,
+    SCOPES,
+    check_topic_options,
+    mention_groups,
+    read_topics_file,
+    write_topics_file,
+)
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.outputs import Output, writes_outputs
 
@@ -47,6 +55,9 @@ class ClusterSummary:
     mention_kind: str = "gold"  # --mentions: gold (the dataset's annotations) or predicted (a detector's)
     detector: str | None = None  # --mentions predicted: the detector's name its manifest records
     split: str = "test"  # the split clustered (predicted mentions: all, for every passage)
+    scope: str = "topic"  # the --scope used
+    topic_agreement: Agreement | None = None  # predicted-topic: the groups against the gold topics
+    subtopic_agreement: Agreement | None = None  # ... and against the ECB+ subtopics (e.g. 36ecb, 36ecbplus)
 
 
 ALL_METHODS = (*METHODS, "encoder")
@@ -67,14 +78,17 @@ class MentionEncoding(Protocol):
 
 
 def _cluster_outputs(a: dict[str, Any]) -> list[Output]:
-    inputs = {"DATASET": a["dataset"], "--model": a["model"]}
+    inputs = {"DATASET": a["dataset"], "--model": a["model"], "--topics": a["topics"]}
     return [Output(a["out"], "--out", inputs=inputs),
-            Output(a["conll"], "--conll", inputs={**inputs, "--out": a["out"]})]
+            Output(a["conll"], "--conll", inputs={**inputs, "--out": a["out"]}),
+            Output(a["write_topics"], "--write-topics", inputs={**inputs, "--out": a["out"], "--conll": a["conll"]})]
 
 
 @writes_outputs(_cluster_outputs)
-def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str | None = None, scope: str = "topic",
-                    conll: Path | None = None, topic_threshold: float | None = None, model: Path | None = None,
+def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str | None = None,
+                    scope: str | None = None, conll: Path | None = None, topic_threshold: float | None = None,
+                    topic_method: str | None = None, n_topics: int | None = None, topics: Path | None = None,
+                    write_topics: Path | None = None, model: Path | None = None,
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                     device: str = "auto", encoding: MentionEncoding | None = None,
                     lemma_weight: float | None = None, mentions: str = "gold") -> ClusterSummary:
@@ -83,13 +97,20 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     ``split`` defaults to test. ``mentions`` predicted: the detector's mentions of the passages of ``split``
     (``all``: every passage, the default when no passage records a split) instead (``predicted.py``), each
     line adding where its mention is.
-    ``topic_threshold``: the cosine distance that cuts the document tree of ``predicted-topic``.
+    ``scope`` defaults to topic (predicted-topic with ``topics``). ``topic_method`` (agglomerative, the default,
+    or kmeans), ``topic_threshold`` (the cosine distance that cuts the agglomerative tree) and ``n_topics``
+    (the number of groups) say how ``predicted-topic`` groups documents; ``topics``: a ``doc_id<TAB>group``
+    file to take the groups from instead; ``write_topics``: write the groups used to that file.
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
     (``threshold``, default the model's), the lemma weight β (``lemma_weight``, default the model's: two
     mentions with the same head lemma are β closer), ``k`` neighbours of the corpus scope's kNN graph (default 50),
     the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``encoding``: where the mentions are
     encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors."""
     started = time.perf_counter()
+    if topics is not None and scope not in (None, "predicted-topic"):
+        raise InputError(f"--topics FILE groups the documents as the file says (--scope predicted-topic); it "
+                         f"cannot be used with --scope {scope}")
+    scope = scope or ("predicted-topic" if topics is not None else "topic")
     if mentions == "gold" and (Path(dataset) / "manifest.json").is_file():
         # Gold mentions: a dataset of plain documents has none (one line saying what to run instead).
 
@@ -137,6 +158,15 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     if topic_threshold is not None and scope != "predicted-topic":
         raise InputError("--topic-threshold cuts the document tree of --scope predicted-topic; "
                          f"it does nothing with --scope {scope}")
+    given = [name for name, value in (("--topic-method", topic_method), ("--topic-threshold", topic_threshold),
+                                      ("--n-topics", n_topics)) if value is not None]
+    if given and (scope != "predicted-topic" or topics is not None):
+        raise InputError(f"{', '.join(given)}: how --scope predicted-topic groups documents; not with "
+                         + ("--topics FILE (the file gives the groups)" if topics is not None else f"--scope {scope}"))
+    check_topic_options(topic_method or "agglomerative", topic_threshold, n_topics)
+    if topic_threshold is not None and (topic_method == "kmeans" or n_topics is not None):
+        raise InputError("--topic-threshold cuts the agglomerative tree by distance; --n-topics and --topic-method "
+                         "kmeans give the number of groups instead: give one or the other")
     if mentions == "gold":
         split = split or "test"
         found = read_split_mentions(dataset, split)
@@ -144,9 +174,13 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         found = read_predicted_mentions(dataset, split)
         split = found.split or ALL_PASSAGES
     topic_cut = DEFAULT_TOPIC_THRESHOLD if topic_threshold is None else topic_threshold
+    doc_ids = {m.doc_id for m in found.mentions}
+    file_topics = read_topics_file(Path(topics), doc_ids) if topics is not None else None
     # Checked for singletons too (a missing topic is an error with every method), so that a loop over
     # methods and scopes fails at once; the singleton partition itself is the same in every scope.
-    groups = mention_groups(found.mentions, scope, dataset, topic_cut)
+    groups = mention_groups(found.mentions, scope, dataset, topic_cut, topic_method or "agglomerative", n_topics,
+                            file_topics)
+    doc_groups = {m.doc_id: groups[m.mention_id] for m in found.mentions}
     tau: float | None = None
     beta: float | None = None
     stages: dict[str, float] | None = None
@@ -166,9 +200,26 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     write_clusters(out, assignment, extra)
     if conll is not None:
         write_conll(conll, assignment)
-    return ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
+    if write_topics is not None:
+        write_topics_file(Path(write_topics), doc_groups)
+    summary = ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
                           len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started,
                           tau, beta, stages, encoded, found.kind, found.detector, split)
+    summary.scope = scope
+    if scope == "predicted-topic":
+        summary.topic_agreement, summary.subtopic_agreement = topic_agreements(found, doc_groups)
+    return summary
+
+
+def topic_agreements(found: SplitMentions, doc_groups: dict[str, str]) -> tuple[Agreement | None, Agreement | None]:
+    """Agreement of the documents' groups with the gold topics their passages record (None when one records
+    none) and with the ECB+ subtopics derived from their ids (None when an id is not of that form)."""
+    gold = {m.doc_id: m.topic for m in found.mentions}
+    if any(topic is None for topic in gold.values()):
+        return None, None
+    reference = {doc: str(topic) for doc, topic in gold.items()}
+    subtopics = ecbplus_subtopics(reference)
+    return agreement(doc_groups, reference), agreement(doc_groups, subtopics) if subtopics is not None else None
 
 
 def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups: dict[str, str],
