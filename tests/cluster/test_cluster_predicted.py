@@ -225,7 +225,7 @@ def test_split_rules_and_refused_combinations(split_dataset: Path, no_split_data
         "or one split by clusters), so --split test selects none; cluster its predicted mentions with --split all")
     assert cli_error(no_split_dataset, "--out", out, "--mentions", "predicted", "--method", "gold") == (
         "error: --method gold gives the dataset's own clusters of its gold mentions: it cannot cluster --mentions "
-        "predicted; choose lemma, singletons or encoder")
+        "predicted; choose lemma, lemma-heuristic, singletons or encoder")
     assert cli_error(no_split_dataset, "--out", out, "--method", "lemma", "--split", "all") == (
         "error: --split all: only with --mentions predicted (gold mentions are clustered by the split of their "
         "cluster in clusters.jsonl)")

@@ -144,14 +144,43 @@ def head_lemmas(texts: Iterable[str], spans: Sequence[Sequence[tuple[int, int]]]
     character spans ``(start, end)``; a span whose head has no lemma gives its lowercased text.
     Each text is parsed once, whatever the number of its spans."""
     for group, text_spans in zip(_grouped(lemma_pipeline(), texts, batch_size, "head lemmas"), spans, strict=True):
-        lemmas = []
+        yield [_head_lemma(*_span(group, start, end)) for start, end in text_spans]
+
+
+def _span(group: list[tuple[Any, int]], start: int, end: int) -> tuple[Any, Any, int, int]:
+    """``(doc, span or None, start, end)``: the span of characters ``start``-``end`` (widened to whole tokens)
+    in the piece it starts in (a span across a cut of a text over spaCy's limit is cut there), with the
+    offsets into that piece."""
+    doc, offset = next((piece for piece in reversed(group) if piece[1] <= start), group[0])
+    start, end = start - offset, min(end - offset, len(doc.text))
+    span = doc.char_span(start, end, alignment_mode="expand")
+    return doc, span if span is not None and len(span) else None, start, end
+
+
+def _head_lemma(doc: Any, span: Any, start: int, end: int) -> str:
+    lemma = span.root.lemma_.strip().lower() if span is not None else ""
+    return lemma or " ".join(doc.text[start:end].lower().split())
+
+
+def head_and_sentence_lemmas(texts: Iterable[str], spans: Sequence[Sequence[tuple[int, int]]],
+                             keep: frozenset[str] = frozenset(),
+                             batch_size: int = 64) -> Iterator[list[tuple[str, frozenset[str]]]]:
+    """For each text, per character span: its head lemma (as :func:`head_lemmas`) and the set of the
+    lowercased lemmas of the words of the head's sentence (the parser's) that are neither stop words nor
+    punctuation, those in ``keep`` kept anyway. Each text is parsed once."""
+    for group, text_spans in zip(_grouped(lemma_pipeline(), texts, batch_size, "lemmas"), spans, strict=True):
+        found = []
+        sentences: dict[tuple[int, int], frozenset[str]] = {}
         for start, end in text_spans:
-            # The piece the span starts in (a span across a cut of a text over spaCy's limit is cut there).
-            doc, offset = next((piece for piece in reversed(group) if piece[1] <= start), group[0])
-            span = doc.char_span(start - offset, min(end - offset, len(doc.text)), alignment_mode="expand")
-            lemma = span.root.lemma_.strip().lower() if span is not None and len(span) else ""
-            lemmas.append(lemma or " ".join(doc.text[start - offset:end - offset].lower().split()))
-        yield lemmas
+            doc, span, local_start, local_end = _span(group, start, end)
+            sentence = span.root.sent if span is not None else None
+            key = (id(doc), sentence.start if sentence is not None else -1)
+            if key not in sentences:
+                words = [token.lemma_.strip().lower() for token in sentence or ()
+                         if not (token.is_stop or token.is_punct) or token.lemma_.strip().lower() in keep]
+                sentences[key] = frozenset(word for word in words if word)
+            found.append((_head_lemma(doc, span, local_start, local_end), sentences[key]))
+        yield found
 
 
 @functools.lru_cache(maxsize=1)

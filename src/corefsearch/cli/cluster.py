@@ -25,7 +25,9 @@ def cluster_command(
     dataset: Annotated[Path, typer.Argument(metavar="DATASET", help="Dataset directory from `build-dataset`.")],
     out: Annotated[Path, typer.Option("--out", help="Clusters JSONL to write ({mention_id, cluster_id} lines).")],
     method: Annotated[str, typer.Option(
-        help="lemma (mentions whose syntactic head has the same lemma, spaCy) | singletons (each mention alone) | "
+        help="lemma (mentions whose syntactic head has the same lemma, spaCy) | lemma-heuristic (Ahmed et al. "
+             "2023: the lemma of one mention occurs in the other's text and their sentences overlap; linked "
+             "pairs closed transitively) | singletons (each mention alone) | "
              "encoder (the mention encoder of --model, average-linkage clustering of its vectors) | gold (the "
              "dataset's own clusters: the key, e.g. for the reference scorer with --conll).")],
     split: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -63,6 +65,10 @@ def cluster_command(
     lemma_weight: Annotated[Optional[float], typer.Option(  # noqa: UP045
         help="With --method encoder: β, the cosine distance taken off a pair of mentions with the same head "
              "lemma (0: the encoder alone; default: the model's, picked on dev by `train clusterer`).")] = None,
+    sentence_overlap: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --method lemma-heuristic: J, the Jaccard similarity of two mentions' sentences (the sets of "
+             "their content words' lemmas) that a link must exceed (default 0.05; 0: no sentence condition).")
+                                ] = None,
     k: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--k", help="With --method encoder --scope corpus: neighbours per mention in the kNN graph (default 50).")
                  ] = None,
@@ -74,7 +80,7 @@ def cluster_command(
     ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
     """Cluster every gold (or predicted) mention of a split into coreference clusters (baselines: lemma,
-    singletons; or a trained mention encoder)."""
+    lemma-heuristic, singletons; or a trained mention encoder)."""
     from corefsearch.cluster.run import cluster_dataset
 
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
@@ -88,7 +94,7 @@ def cluster_command(
                                   topic_threshold=topic_threshold, topic_method=topic_method, n_topics=n_topics,
                                   topics=topics, write_topics=write_topics, model=model, threshold=threshold, k=k,
                                   batch_size=batch_size, device=device, lemma_weight=lemma_weight, encoding=encoding,
-                                  mentions=mentions)
+                                  mentions=mentions, sentence_overlap=sentence_overlap)
     print_cluster_summary(summary, summary.scope, console)
 
 

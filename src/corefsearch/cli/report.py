@@ -218,6 +218,9 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
         at += f", lemma weight β {summary.lemma_weight:g}"
     stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"
               if summary.stages else "")
+    if getattr(summary, "pairs_total", None) is not None:
+        at += (f" at sentence overlap J {summary.sentence_overlap:g} (linked {summary.pairs_kept:,} of "
+               f"{counted(summary.pairs_total, 'pair')} within groups and types)")
     if summary.encoded is not None and summary.encoded < summary.mentions:
         stages += f"; {counted(summary.encoded, 'distinct encoder input')} (identical copies encoded once)"
     mentions = counted(summary.mentions, "mention")

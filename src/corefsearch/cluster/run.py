@@ -13,6 +13,14 @@ from corefsearch.base.models import check_device, resolve_device
 from corefsearch.cluster.agreement import Agreement, agreement, ecbplus_subtopics
 from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
+from corefsearch.cluster.heuristic import (
+    DEFAULT_SENTENCE_OVERLAP,
+    PairCounts,
+    check_sentence_overlap,
+    heuristic_clusters,
+    mention_contexts,
+    pair_counts,
+)
 from corefsearch.cluster.mentions import SplitMentions, read_split_mentions
 from corefsearch.cluster.output import write_clusters, write_conll
 from corefsearch.cluster.predicted import (
@@ -55,12 +63,15 @@ class ClusterSummary:
     mention_kind: str = "gold"  # --mentions: gold (the dataset's annotations) or predicted (a detector's)
     detector: str | None = None  # --mentions predicted: the detector's name its manifest records
     split: str = "test"  # the split clustered (predicted mentions: all, for every passage)
+    sentence_overlap: float | None = None  # J of --method lemma-heuristic
+    pairs_kept: int | None = None  # --method lemma-heuristic: the pairs it links directly, of
+    pairs_total: int | None = None  # all pairs of mentions within a group and type
     scope: str = "topic"  # the --scope used
     topic_agreement: Agreement | None = None  # predicted-topic: the groups against the gold topics
     subtopic_agreement: Agreement | None = None  # ... and against the ECB+ subtopics (e.g. 36ecb, 36ecbplus)
 
 
-ALL_METHODS = (*METHODS, "encoder")
+ALL_METHODS = (*METHODS, "encoder", "lemma-heuristic")
 
 
 class MentionEncoding(Protocol):
@@ -91,7 +102,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                     write_topics: Path | None = None, model: Path | None = None,
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                     device: str = "auto", encoding: MentionEncoding | None = None,
-                    lemma_weight: float | None = None, mentions: str = "gold") -> ClusterSummary:
+                    lemma_weight: float | None = None, mentions: str = "gold",
+                    sentence_overlap: float | None = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``split`` defaults to test. ``mentions`` predicted: the detector's mentions of the passages of ``split``
@@ -105,7 +117,9 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     (``threshold``, default the model's), the lemma weight β (``lemma_weight``, default the model's: two
     mentions with the same head lemma are β closer), ``k`` neighbours of the corpus scope's kNN graph (default 50),
     the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``encoding``: where the mentions are
-    encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors."""
+    encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors.
+    With ``method`` lemma-heuristic: ``sentence_overlap``, the Jaccard similarity J that linked mentions' sentences
+    must exceed (default 0.05; 0: no such condition; see ``heuristic.py``)."""
     started = time.perf_counter()
     if topics is not None and scope not in (None, "predicted-topic"):
         raise InputError(f"--topics FILE groups the documents as the file says (--scope predicted-topic); it "
@@ -123,10 +137,15 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         raise InputError(f"--mentions must be one of {', '.join(MENTION_KINDS)}, got {mentions!r}")
     if mentions == "predicted" and method == "gold":
         raise InputError("--method gold gives the dataset's own clusters of its gold mentions: it cannot cluster "
-                         "--mentions predicted; choose lemma, singletons or encoder")
+                         "--mentions predicted; choose lemma, lemma-heuristic, singletons or encoder")
     if mentions == "gold" and split == ALL_PASSAGES:
         raise InputError(f"--split {ALL_PASSAGES}: only with --mentions predicted (gold mentions are clustered by "
                          "the split of their cluster in clusters.jsonl)")
+    if sentence_overlap is not None:
+        if method != "lemma-heuristic":
+            raise InputError(f"--sentence-overlap: only with --method lemma-heuristic (the Jaccard similarity its "
+                             f"sentences must exceed), not with --method {method}")
+        check_sentence_overlap(sentence_overlap)
     if method != "encoder":
         given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
                                           ("--lemma-weight", lemma_weight)) if value is not None]
@@ -185,6 +204,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     beta: float | None = None
     stages: dict[str, float] | None = None
     encoded: int | None = None
+    pairs: PairCounts | None = None
     if method == "singletons":
         assignment = singletons(found.mentions)
     elif method == "gold":
@@ -194,6 +214,11 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         assignment, tau, beta, encoded = _encoder_assignment(
             Path(dataset), split, found, groups, scope, Path(model), threshold, lemma_weight,
             DEFAULT_K if k is None else k, batch_size, device, stages, encoding)
+    elif method == "lemma-heuristic":
+        sentence_overlap = DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap
+        result = heuristic_clusters(mention_contexts(found.mentions, found.passage_texts), groups,
+                                    {m.mention_id: m.type for m in found.mentions}, sentence_overlap)
+        assignment, pairs = result.assignment, pair_counts(result.pairs, result.blocks, {})
     else:
         assignment = same_lemma(found.mentions, groups, mention_head_lemmas(found.mentions, found.passage_texts))
     extra = span_fields(found.mentions, found.detector) if found.kind == "predicted" else None
@@ -204,7 +229,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         write_topics_file(Path(write_topics), doc_groups)
     summary = ClusterSummary(Path(out), Path(conll) if conll is not None else None, len(assignment),
                           len(set(assignment.values())), len(set(groups.values())), time.perf_counter() - started,
-                          tau, beta, stages, encoded, found.kind, found.detector, split)
+                          tau, beta, stages, encoded, found.kind, found.detector, split, sentence_overlap,
+                          pairs.kept if pairs is not None else None, pairs.total if pairs is not None else None)
     summary.scope = scope
     if scope == "predicted-topic":
         summary.topic_agreement, summary.subtopic_agreement = topic_agreements(found, doc_groups)
