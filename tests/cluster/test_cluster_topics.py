@@ -99,7 +99,7 @@ def test_cluster_with_a_topics_file_and_write_topics(dataset: Path, tmp_path: Pa
     assert read_clusters(tmp_path / "c.jsonl") == {"raid-1-attack": "A/event/attack", "raid-2-attack": "B/event/attack",
                                                    "hack-1-attack": "B/event/attack"}
     assert written.read_text(encoding="utf-8").splitlines()[1:] == ["hack-1\tB", "raid-1\tA", "raid-2\tB"]
-    assert summary.topic_agreement is not None and summary.topic_agreement.ari == pytest.approx(-0.5)  # worse than chance
+    assert summary.topic_agreement is not None and summary.topic_agreement.ari == pytest.approx(-0.5)
     assert summary.subtopic_agreement is None  # not ECB+ ids
     # What --write-topics wrote reads back as --topics, to the same groups.
     again = cluster_dataset(dataset, tmp_path / "c2.jsonl", method="lemma", topics=written)

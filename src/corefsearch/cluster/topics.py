@@ -5,9 +5,9 @@ or a file's (``--topics``).
 did for ECB+. They ran K-means on TF-IDF vectors with the number of topics given; a corpus of
 one's own has no known number of topics, so by default the documents are clustered agglomeratively
 instead (``--topic-method kmeans --n-topics K`` is theirs): TF-IDF vectors (scikit-learn, English
-stop words left out, sublinear term frequency), average linkage on cosine distance (SciPy), cut at the distance :data:`DEFAULT_TOPIC_THRESHOLD`.
-The distance matrix is dense, so memory grows with the square of the number of documents
-(10,000 documents: 0.8 GB).
+stop words left out, sublinear term frequency), average linkage on cosine distance (SciPy), cut at
+the distance :data:`DEFAULT_TOPIC_THRESHOLD`. The distance matrix is dense, so memory grows with the
+square of the number of documents (10,000 documents: 0.8 GB).
 """
 
 from __future__ import annotations
