@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cluster_words, save_mention_encoder, save_tiny_bert
+from helpers import CLUSTER_MENTIONS as MENTIONS
+from helpers import CLUSTER_SPLITS as SPLITS
+from helpers import cluster_words, partition, read_clusters, save_mention_encoder, save_tiny_bert
 from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
@@ -119,6 +121,39 @@ def test_training_sample_keeps_every_positive_and_caps_the_negatives() -> None:
     chosen = training_sample(labels, 1.0, None, seed=3)
     assert labels[chosen].sum() == 2 and len(chosen) == 4
     assert len(training_sample(labels, 3.0, 3, seed=3)) == 3
+
+
+def test_cluster_with_the_pair_scorer_partitions_every_mention(scorer_dir: Path, encoder_dir: Path, dataset: Path,
+                                                               tmp_path: Path) -> None:
+    out = tmp_path / "clusters.jsonl"
+    result = runner.invoke(app, ["cluster", str(dataset), "--method", "encoder", "--model", str(encoder_dir),
+                                 "--pair-scorer", str(scorer_dir), "--split", "dev", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assignment = read_clusters(out)
+    assert set(assignment) == {m for m, _, _, _, c in MENTIONS if SPLITS[c] == "dev"}
+    assert sum(len(group) for group in partition(assignment)) == len(assignment)
+    # threshold 0: every candidate pair with p > 0 links; the partition only coarsens
+    low = tmp_path / "low.jsonl"
+    result = runner.invoke(app, ["cluster", str(dataset), "--method", "encoder", "--model", str(encoder_dir),
+                                 "--pair-scorer", str(scorer_dir), "--pair-threshold", "0", "--split", "dev",
+                                 "--out", str(low)])
+    assert result.exit_code == 0, result.output
+    assert len(partition(read_clusters(low))) <= len(partition(assignment))
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--method", "lemma", "--pair-scorer", "X"], "--pair-scorer: only with --method encoder"),
+    (["--method", "encoder", "--model", "ENC", "--pair-threshold", "0.5"], "--pair-threshold: only with --pair-scorer"),
+    (["--method", "encoder", "--model", "ENC", "--pair-scorer", "SC", "--pair-threshold", "1.5"], "in [0, 1)"),
+    (["--method", "encoder", "--model", "ENC", "--pair-scorer", "SC", "--scope", "corpus"], "--scope topic or"),
+    (["--method", "encoder", "--model", "ENC", "--pair-scorer", "SC", "--threshold", "0.3"], "--threshold: the"),
+    (["--method", "encoder", "--model", "ENC", "--pair-scorer", "SC"], "is not a pair scorer"),
+])
+def test_cluster_pair_scorer_option_errors(argv: list[str], message: str, dataset: Path, encoder_dir: Path,
+                                           tmp_path: Path) -> None:
+    argv = [{"ENC": str(encoder_dir), "SC": str(tmp_path)}.get(a, a) for a in argv]
+    result = runner.invoke(app, ["cluster", str(dataset), "--out", str(tmp_path / "c.jsonl"), *argv])
+    assert result.exit_code != 0 and message in " ".join(result.output.split()), result.output
 
 
 def test_train_option_errors(tiny_base: Path, dataset: Path, tmp_path: Path) -> None:

@@ -69,6 +69,13 @@ def cluster_command(
         help="With --method lemma-heuristic: J, the Jaccard similarity of two mentions' sentences (the sets of "
              "their content words' lemmas) that a link must exceed (default 0.05; 0: no sentence condition).")
                                 ] = None,
+    pair_scorer: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--pair-scorer", help="With --method encoder: a pair scorer from `train pair-scorer` scores the candidate "
+                              "pairs (same head lemma, the encoder's nearest mentions) and they are clustered at its "
+                              "threshold instead of the encoder's τ.")] = None,
+    pair_threshold: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        help="With --pair-scorer: the probability above which scored pairs link (default: the scorer's, picked on "
+             "dev by `train pair-scorer`).")] = None,
     k: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--k", help="With --method encoder --scope corpus: neighbours per mention in the kNN graph (default 50).")
                  ] = None,
@@ -94,7 +101,8 @@ def cluster_command(
                                   topic_threshold=topic_threshold, topic_method=topic_method, n_topics=n_topics,
                                   topics=topics, write_topics=write_topics, model=model, threshold=threshold, k=k,
                                   batch_size=batch_size, device=device, lemma_weight=lemma_weight, encoding=encoding,
-                                  mentions=mentions, sentence_overlap=sentence_overlap)
+                                  mentions=mentions, sentence_overlap=sentence_overlap, pair_scorer=pair_scorer,
+                                  pair_threshold=pair_threshold)
     print_cluster_summary(summary, summary.scope, console)
 
 

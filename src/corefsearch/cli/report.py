@@ -221,6 +221,8 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
     if getattr(summary, "pairs_total", None) is not None:
         at += (f" at sentence overlap J {summary.sentence_overlap:g} (linked {summary.pairs_kept:,} of "
                f"{counted(summary.pairs_total, 'pair')} within groups and types)")
+    if getattr(summary, "pair_clustering", None):
+        at += f" ({summary.pair_clustering})"
     if summary.encoded is not None and summary.encoded < summary.mentions:
         stages += f"; {counted(summary.encoded, 'distinct encoder input')} (identical copies encoded once)"
     mentions = counted(summary.mentions, "mention")

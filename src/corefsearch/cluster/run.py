@@ -69,6 +69,7 @@ class ClusterSummary:
     scope: str = "topic"  # the --scope used
     topic_agreement: Agreement | None = None  # predicted-topic: the groups against the gold topics
     subtopic_agreement: Agreement | None = None  # ... and against the ECB+ subtopics (e.g. 36ecb, 36ecbplus)
+    pair_clustering: str | None = None  # --pair-scorer: the linkage, threshold and pairs scored
 
 
 ALL_METHODS = (*METHODS, "encoder", "lemma-heuristic")
@@ -103,7 +104,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                     threshold: float | None = None, k: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                     device: str = "auto", encoding: MentionEncoding | None = None,
                     lemma_weight: float | None = None, mentions: str = "gold",
-                    sentence_overlap: float | None = None) -> ClusterSummary:
+                    sentence_overlap: float | None = None, pair_scorer: Path | None = None,
+                    pair_threshold: float | None = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``split`` defaults to test. ``mentions`` predicted: the detector's mentions of the passages of ``split``
@@ -119,7 +121,10 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     the encoding ``batch_size`` and ``device`` (see ``encoder.py``); ``encoding``: where the mentions are
     encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors.
     With ``method`` lemma-heuristic: ``sentence_overlap``, the Jaccard similarity J that linked mentions' sentences
-    must exceed (default 0.05; 0: no such condition; see ``heuristic.py``)."""
+    must exceed (default 0.05; 0: no such condition; see ``heuristic.py``).
+    ``pair_scorer`` (with ``method`` encoder): a pair scorer folder (``train pair-scorer``) scores the candidate
+    pairs (``candidates.py``: same head lemma, the encoder's nearest) and clusters them at its threshold (or
+    ``pair_threshold``) instead of the encoder's τ."""
     started = time.perf_counter()
     if topics is not None and scope not in (None, "predicted-topic"):
         raise InputError(f"--topics FILE groups the documents as the file says (--scope predicted-topic); it "
@@ -146,6 +151,12 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
             raise InputError(f"--sentence-overlap: only with --method lemma-heuristic (the Jaccard similarity its "
                              f"sentences must exceed), not with --method {method}")
         check_sentence_overlap(sentence_overlap)
+    if pair_threshold is not None and pair_scorer is None:
+        raise InputError("--pair-threshold: only with --pair-scorer (the probability above which scored pairs link)")
+    if pair_scorer is not None:
+        from corefsearch.cluster.scorer import check_pair_options
+
+        check_pair_options(method, scope, pair_threshold, threshold, lemma_weight)
     if method != "encoder":
         given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
                                           ("--lemma-weight", lemma_weight)) if value is not None]
@@ -211,9 +222,10 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         assignment = gold(found.mentions, Dataset(Path(dataset)).clusters())
     elif method == "encoder":
         stages = {}
+        scored: dict[str, Any] = {"folder": pair_scorer, "threshold": pair_threshold}
         assignment, tau, beta, encoded = _encoder_assignment(
             Path(dataset), split, found, groups, scope, Path(model), threshold, lemma_weight,
-            DEFAULT_K if k is None else k, batch_size, device, stages, encoding)
+            DEFAULT_K if k is None else k, batch_size, device, stages, encoding, scored)
     elif method == "lemma-heuristic":
         sentence_overlap = DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap
         result = heuristic_clusters(mention_contexts(found.mentions, found.passage_texts), groups,
@@ -232,6 +244,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                           tau, beta, stages, encoded, found.kind, found.detector, split, sentence_overlap,
                           pairs.kept if pairs is not None else None, pairs.total if pairs is not None else None)
     summary.scope = scope
+    if pair_scorer is not None:
+        summary.threshold, summary.lemma_weight, summary.pair_clustering = None, None, scored["note"]
     if scope == "predicted-topic":
         summary.topic_agreement, summary.subtopic_agreement = topic_agreements(found, doc_groups)
     return summary
@@ -251,11 +265,13 @@ def topic_agreements(found: SplitMentions, doc_groups: dict[str, str]) -> tuple[
 def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups: dict[str, str],
                         scope: str, model: Path, threshold: float | None, lemma_weight: float | None, k: int,
                         batch_size: int, device: str, stages: dict[str, float],
-                        encoding: MentionEncoding | None = None) -> tuple[dict[str, str], float, float, int]:
+                        encoding: MentionEncoding | None = None, scored: dict[str, Any] | None = None
+                        ) -> tuple[dict[str, str], float, float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
     distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
-    the steps go into ``stages``."""
+    the steps go into ``stages``. ``scored``: ``{"folder", "threshold"}`` of a pair scorer that clusters the
+    candidate pairs instead (``scorer.py``); what it did is written back under ``"note"``."""
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
 
@@ -278,6 +294,12 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
         vectors = encoder.encode(records, batch_size=batch_size, progress=True)
     stages["encode"] = time.perf_counter() - started
     types = {m.mention_id: m.type for m in mentions}
+    if scored is not None and scored["folder"] is not None:
+        from corefsearch.cluster.scorer import cluster_with_scorer
+
+        assignment, scored["note"] = cluster_with_scorer(Path(scored["folder"]), records, vectors, found, groups,
+                                                         types, scored["threshold"], batch_size, device, stages)
+        return assignment, float(tau), float(beta), int(encoder.last_unique_inputs or 0)
     lemmas = None
     if beta:
         started = time.perf_counter()

@@ -31,12 +31,15 @@ from corefsearch.base.models import (
     EncoderWithHead,
     base_encoder,
     load_offline,
+    resolve_device,
     resolve_model,
 )
 from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
+from corefsearch.cluster.baselines import mention_head_lemmas
 from corefsearch.cluster.candidates import LINKAGES, assignment_of, candidate_pairs
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord
+from corefsearch.cluster.mentions import SplitMentions
 from corefsearch.cluster.model import add_entity_markers
 from corefsearch.reader.inputs import pair_format
 
@@ -263,3 +266,47 @@ def scored_assignment(scorer: PairScorer, records: Sequence[MentionRecord], vect
                             vectors=vectors, k=k)
     probabilities = scorer.score(records, pairs, batch_size, progress=progress)
     return assignment_of(ids, groups, types, pairs, probabilities, threshold, linkage), len(pairs)
+
+
+def check_pair_options(method: str, scope: str, pair_threshold: float | None, threshold: float | None,
+                       lemma_weight: float | None) -> None:
+    """The options ``cluster --pair-scorer`` takes with it (one line for each that it does not)."""
+    if method != "encoder":
+        raise InputError(f"--pair-scorer: only with --method encoder (its --model gives the candidate pairs' nearest "
+                         f"mentions), not with --method {method}")
+    if scope == "corpus":
+        raise InputError("--pair-scorer scores the candidate pairs within each group: use --scope topic or "
+                         "predicted-topic")
+    given = [name for name, value in (("--threshold", threshold), ("--lemma-weight", lemma_weight))
+             if value is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: the mention encoder's own clustering; with --pair-scorer the scored "
+                         "pairs are clustered at --pair-threshold (default: the scorer's)")
+    if pair_threshold is not None:
+        check_probability(pair_threshold)
+
+
+def cluster_with_scorer(folder: Path, records: Sequence[MentionRecord], vectors: np.ndarray, found: SplitMentions,
+                        groups: Mapping[str, str], types: Mapping[str, str], threshold: float | None,
+                        batch_size: int, device: str, stages: dict[str, float]) -> tuple[dict[str, str], str]:
+    """``cluster --pair-scorer``: the scorer of ``folder`` scores the candidate pairs of ``records`` (the mention
+    encoder's unit ``vectors`` give the nearest mentions) and they are clustered at ``threshold`` (default: the
+    scorer's); the assignment and a line saying how. The seconds of the steps go into ``stages``."""
+    import time
+
+    scorer = PairScorer.load(folder, resolve_device(device))
+    chosen = scorer.config.threshold if threshold is None else threshold
+    if chosen is None:
+        raise InputError(f"{folder}: the pair scorer records no threshold (it was trained without dev clusters); "
+                         "give --pair-threshold p (e.g. 0.5)")
+    lemmas = None
+    if scorer.config.same_lemma:
+        started = time.perf_counter()
+        lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
+        stages["lemmas"] = time.perf_counter() - started
+    started = time.perf_counter()
+    assignment, scored = scored_assignment(scorer, records, vectors, groups, types, lemmas, float(chosen),
+                                           scorer.config.linkage, batch_size, progress=True)
+    stages["score pairs"] = time.perf_counter() - started
+    return assignment, (f"the pair scorer's {scorer.config.linkage} linkage at p > {chosen:g} over {scored:,} "
+                        "candidate pairs")
