@@ -54,6 +54,19 @@ def test_a_multi_word_mention_is_matched_by_its_head_lemma_and_its_words() -> No
     assert not linked(took_place, context("happen", "happened"))
 
 
+def test_a_multi_word_mention_s_lemma_is_its_longest_word_s() -> None:
+    from corefsearch.base.nlp import head_and_sentence_lemmas
+
+    text = "The quake took place on Monday and the bank was robbed."
+    spans = [(text.index("took place"), text.index("took place") + len("took place")),
+             (text.index("robbed"), text.index("robbed") + len("robbed"))]
+    (found,) = head_and_sentence_lemmas([text], [spans], lemma="longest")
+    assert [lemma for lemma, _ in found] == ["place", "rob"]  # "place" (5 letters) over "took" (the head)
+    (heads,) = head_and_sentence_lemmas([text], [spans])
+    assert heads[0][0] == "take" and heads[1][0] == "rob"
+    assert found[0][1] == heads[0][1] and "quake" in found[0][1] and "the" not in found[0][1]
+
+
 def test_jaccard_of_the_sentence_sets() -> None:
     assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
     assert jaccard(set(), set()) == 0.0

@@ -162,12 +162,21 @@ def _head_lemma(doc: Any, span: Any, start: int, end: int) -> str:
     return lemma or " ".join(doc.text[start:end].lower().split())
 
 
+def _longest_lemma(doc: Any, span: Any, start: int, end: int) -> str:
+    if span is None or not len(span):
+        return _head_lemma(doc, span, start, end)
+    lemma = max(span, key=lambda token: len(token.text)).lemma_.strip().lower()  # the first of the longest
+    return lemma or _head_lemma(doc, span, start, end)
+
+
 def head_and_sentence_lemmas(texts: Iterable[str], spans: Sequence[Sequence[tuple[int, int]]],
-                             keep: frozenset[str] = frozenset(),
-                             batch_size: int = 64) -> Iterator[list[tuple[str, frozenset[str]]]]:
-    """For each text, per character span: its head lemma (as :func:`head_lemmas`) and the set of the
-    lowercased lemmas of the words of the head's sentence (the parser's) that are neither stop words nor
-    punctuation, those in ``keep`` kept anyway. Each text is parsed once."""
+                             keep: frozenset[str] = frozenset(), batch_size: int = 64,
+                             lemma: str = "head") -> Iterator[list[tuple[str, frozenset[str]]]]:
+    """For each text, per character span: its lemma -- ``head``, the head's (as :func:`head_lemmas`), or
+    ``longest``, its longest word's -- and the set of the lowercased lemmas of the words of the head's sentence
+    (the parser's) that are neither stop words nor punctuation, those in ``keep`` kept anyway. Each text is
+    parsed once."""
+    lemma_of = _longest_lemma if lemma == "longest" else _head_lemma
     for group, text_spans in zip(_grouped(lemma_pipeline(), texts, batch_size, "lemmas"), spans, strict=True):
         found = []
         sentences: dict[tuple[int, int], frozenset[str]] = {}
@@ -179,7 +188,7 @@ def head_and_sentence_lemmas(texts: Iterable[str], spans: Sequence[Sequence[tupl
                 words = [token.lemma_.strip().lower() for token in sentence or ()
                          if not (token.is_stop or token.is_punct) or token.lemma_.strip().lower() in keep]
                 sentences[key] = frozenset(word for word in words if word)
-            found.append((_head_lemma(doc, span, local_start, local_end), sentences[key]))
+            found.append((lemma_of(doc, span, local_start, local_end), sentences[key]))
         yield found
 
 
