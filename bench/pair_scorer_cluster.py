@@ -29,7 +29,7 @@ from corefsearch.cluster.candidates import LINKAGES, assignment_of, candidate_pa
 from corefsearch.cluster.encoder import cluster_vectors, split_records
 from corefsearch.cluster.mentions import read_split_mentions
 from corefsearch.cluster.model import MentionEncoder
-from corefsearch.cluster.scorer import PairScorer
+from corefsearch.cluster.scorer import PairScorer, lemma_candidates
 from corefsearch.cluster.topics import mention_groups
 from corefsearch.evaluate.coref import score_partitions
 
@@ -73,8 +73,11 @@ def main() -> None:
     log(f"encoded in {time.perf_counter() - started:.0f} s")
     lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
     groups = {scope: mention_groups(found.mentions, scope, a.dataset) for scope in scopes}
-    pairs = {scope: candidate_pairs(ids, groups[scope], types, lemmas=lemmas if config.same_lemma else None,
-                                    vectors=vectors, k=config.neighbours) for scope in scopes}
+    pairs = {}
+    for scope in scopes:
+        scope_lemmas, extra = lemma_candidates(config, found, groups[scope], types)
+        pairs[scope] = candidate_pairs(ids, groups[scope], types, lemmas=scope_lemmas, vectors=vectors,
+                                       k=config.neighbours, extra=extra)
     union = np.unique(np.concatenate(list(pairs.values())), axis=0)
     log(f"candidate pairs: {', '.join(f'{s} {len(p):,}' for s, p in pairs.items())}; union {len(union):,}")
     started = time.perf_counter()

@@ -169,3 +169,18 @@ def test_train_option_errors(tiny_base: Path, dataset: Path, tmp_path: Path) -> 
         PairScorer.load(tmp_path)
     with pytest.raises(InputError, match="linkage"):
         PairScorerConfig(linkage="single").validate()
+
+
+def test_lemma_candidates_follow_the_config(dataset: Path) -> None:
+    from corefsearch.cluster.heuristic import blocks_of, links, mention_contexts
+    from corefsearch.cluster.mentions import read_split_mentions
+    from corefsearch.cluster.scorer import lemma_candidates
+
+    found = read_split_mentions(dataset, "train")
+    groups = {m.mention_id: m.topic or "" for m in found.mentions}
+    types = {m.mention_id: m.type for m in found.mentions}
+    lemmas, extra = lemma_candidates(PairScorerConfig(same_lemma=False, lemma_heuristic=True), found, groups, types)
+    contexts = mention_contexts(found.mentions, found.passage_texts)
+    assert lemmas is None and extra == links(contexts, blocks_of(contexts, groups, types))
+    lemmas, extra = lemma_candidates(PairScorerConfig(), found, groups, types)
+    assert set(lemmas or {}) == set(types) and extra == []

@@ -42,8 +42,9 @@ CLUSTERER_OPTIONS = ("base_model", "objective", "epochs", "batch_size", "lr", "h
                      "scope", "lemma_weights", "seed", "max_steps", "device", "precision", "threads", "log_every",
                      "checkpoint_every")
 PAIR_SCORER_OPTIONS = ("base_model", "epochs", "batch_size", "lr", "head_lr", "neighbours", "same_lemma",
-                       "negatives_per_positive", "max_pairs", "both_orders", "scope", "dev_max_pairs", "max_length",
-                       "seed", "max_steps", "device", "precision", "threads", "log_every", "checkpoint_every")
+                       "lemma_heuristic", "negatives_per_positive", "max_pairs", "both_orders", "scope",
+                       "dev_max_pairs", "max_length", "seed", "max_steps", "device", "precision", "threads",
+                       "log_every", "checkpoint_every")
 DETECTOR_OPTIONS = ("base_model", "mention_type", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup",
                     "max_length", "stride", "tagging", "encode_batch_size", "seed", "max_steps", "device", "precision",
                     "threads", "log_every", "checkpoint_every")

@@ -38,6 +38,7 @@ from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
 from corefsearch.cluster.baselines import mention_head_lemmas
 from corefsearch.cluster.candidates import LINKAGES, assignment_of, candidate_pairs
+from corefsearch.cluster.heuristic import blocks_of, links, mention_contexts
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord
 from corefsearch.cluster.mentions import SplitMentions
 from corefsearch.cluster.model import add_entity_markers
@@ -62,6 +63,7 @@ class PairScorerConfig:
     linkage: str = "average"  # components (of the pairs above the threshold) | average (linkage on 1 − p)
     neighbours: int = 0  # candidate pairs: each mention's k nearest by the mention encoder (0: none)
     same_lemma: bool = True  # candidate pairs: mentions with the same head lemma
+    lemma_heuristic: bool = False  # candidate pairs: those the lemma heuristic links (``heuristic.py``)
     both_orders: bool = True  # a pair's probability: the mean over (A, B) and (B, A), else (A, B) only
 
     def validate(self) -> None:
@@ -252,18 +254,30 @@ class PairScorer(EncoderWithHead):
         return (probabilities[:half] + probabilities[half:]) / 2
 
 
+def lemma_candidates(config: PairScorerConfig, found: SplitMentions, groups: Mapping[str, str],
+                     types: Mapping[str, str]) -> tuple[dict[str, str] | None, list[tuple[str, str]]]:
+    """What :func:`~corefsearch.cluster.candidates.candidate_pairs` takes from the mentions' words, as ``config``
+    says: the head lemmas (``same_lemma``) and the pairs the lemma heuristic links (``lemma_heuristic``)."""
+    lemmas = mention_head_lemmas(found.mentions, found.passage_texts) if config.same_lemma else None
+    extra: list[tuple[str, str]] = []
+    if config.lemma_heuristic:
+        contexts = mention_contexts(found.mentions, found.passage_texts)
+        extra = links(contexts, blocks_of(contexts, groups, types))
+    return lemmas, extra
+
+
 def scored_assignment(scorer: PairScorer, records: Sequence[MentionRecord], vectors: np.ndarray | None,
                       groups: Mapping[str, str], types: Mapping[str, str], lemmas: Mapping[str, str] | None,
-                      threshold: float, linkage: str, batch_size: int = 64,
-                      progress: bool = False) -> tuple[dict[str, str], int]:
+                      threshold: float, linkage: str, batch_size: int = 64, progress: bool = False,
+                      extra: Sequence[tuple[str, str]] = ()) -> tuple[dict[str, str], int]:
     """``{mention_id: cluster_id}`` of ``records`` clustered from the scorer's probabilities of their candidate
     pairs (``candidates.py``: the scorer's config says which: same head lemma, given ``lemmas``; the
     ``neighbours`` nearest by the mention encoder's unit ``vectors``, rows of ``records``), and how many pairs
-    were scored."""
+    were scored; ``extra``: more candidate pairs of ids (the heuristic's links)."""
     ids = [r.mention_id for r in records]
     k = scorer.config.neighbours if vectors is not None else 0
     pairs = candidate_pairs(ids, groups, types, lemmas=lemmas if scorer.config.same_lemma else None,
-                            vectors=vectors, k=k)
+                            vectors=vectors, k=k, extra=extra)
     probabilities = scorer.score(records, pairs, batch_size, progress=progress)
     return assignment_of(ids, groups, types, pairs, probabilities, threshold, linkage), len(pairs)
 
@@ -299,14 +313,12 @@ def cluster_with_scorer(folder: Path, records: Sequence[MentionRecord], vectors:
     if chosen is None:
         raise InputError(f"{folder}: the pair scorer records no threshold (it was trained without dev clusters); "
                          "give --pair-threshold p (e.g. 0.5)")
-    lemmas = None
-    if scorer.config.same_lemma:
-        started = time.perf_counter()
-        lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
-        stages["lemmas"] = time.perf_counter() - started
+    started = time.perf_counter()
+    lemmas, extra = lemma_candidates(scorer.config, found, groups, types)
+    stages["lemmas"] = time.perf_counter() - started
     started = time.perf_counter()
     assignment, scored = scored_assignment(scorer, records, vectors, groups, types, lemmas, float(chosen),
-                                           scorer.config.linkage, batch_size, progress=True)
+                                           scorer.config.linkage, batch_size, progress=True, extra=extra)
     stages["score pairs"] = time.perf_counter() - started
     return assignment, (f"the pair scorer's {scorer.config.linkage} linkage at p > {chosen:g} over {scored:,} "
                         "candidate pairs")

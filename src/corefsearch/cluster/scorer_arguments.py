@@ -40,6 +40,9 @@ class PairScorerTrainingArguments(TrainingArguments):
     neighbours: int = field(default=5, metadata={
         "help": "Candidate pairs: each mention's N nearest mentions of its topic by the --encoder (0: none)."})
     same_lemma: bool = field(default=True, metadata={"help": "Candidate pairs: mentions with the same head lemma."})
+    lemma_heuristic: bool = field(default=False, metadata={
+        "help": "Candidate pairs: also those `cluster --method lemma-heuristic` links (Ahmed et al. 2023).",
+        "option": "--lemma-heuristic"})
     negatives_per_positive: float = field(default=3.0, metadata={
         "help": "At most N negative candidate pairs per positive one in training (a seeded sample of the rest)."})
     max_pairs: int | None = field(default=None, metadata={
@@ -61,8 +64,8 @@ class PairScorerTrainingArguments(TrainingArguments):
     dev_options = ("scope", "dev_max_pairs")
     run_only = (*TrainingArguments.run_only, "encode_batch_size", "score_batch_size")
     options_order = ("base_model", "epochs", "batch_size", "lr", "head_lr", "weight_decay", "warmup", "neighbours",
-                     "same_lemma", "negatives_per_positive", "max_pairs", "both_orders", "scope", "dev_max_pairs",
-                     "max_length", "hidden", "seed", "max_steps")
+                     "same_lemma", "lemma_heuristic", "negatives_per_positive", "max_pairs", "both_orders", "scope",
+                     "dev_max_pairs", "max_length", "hidden", "seed", "max_steps")
 
     def validate(self) -> None:
         super().validate()
@@ -71,8 +74,9 @@ class PairScorerTrainingArguments(TrainingArguments):
         not_negative({"--neighbours": self.neighbours, "--dev-max-pairs": self.dev_max_pairs})
         if not (self.negatives_per_positive >= 0 and math.isfinite(self.negatives_per_positive)):
             raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
-        if not self.neighbours and not self.same_lemma:
-            raise InputError("no candidate pairs: give --neighbours N (with --encoder) or keep --same-lemma")
+        if not self.neighbours and not self.same_lemma and not self.lemma_heuristic:
+            raise InputError("no candidate pairs: give --neighbours N (with --encoder), --lemma-heuristic, or keep "
+                             "--same-lemma")
         one_of("--scope", self.scope, TRAIN_SCOPES, " (the dev clustering that picks the threshold)")
         self.scorer_config().validate()
 
@@ -83,7 +87,8 @@ class PairScorerTrainingArguments(TrainingArguments):
         from corefsearch.cluster.scorer import PairScorerConfig
 
         return PairScorerConfig(max_length=self.max_length, hidden=self.hidden, neighbours=self.neighbours,
-                                same_lemma=self.same_lemma, both_orders=self.both_orders)
+                                same_lemma=self.same_lemma, lemma_heuristic=self.lemma_heuristic,
+                                both_orders=self.both_orders)
 
     @classmethod
     def unused_options(cls, record: Mapping[str, Any]) -> set[str]:
@@ -101,14 +106,16 @@ class PairScorerTrainingArguments(TrainingArguments):
     def card_text(cls, record: Mapping[str, Any], base: BaseModel, folder_name: str) -> CardText:
         options: Mapping[str, Any] = record.get("options") or {}
         threshold, linkage = record.get("threshold"), record.get("linkage")
+        sources = (("those with the same head lemma", options.get("same_lemma")),
+                   ("those the lemma heuristic links", options.get("lemma_heuristic")),
+                   (f"each mention's {options.get('neighbours')} nearest by a mention encoder",
+                    options.get("neighbours")))
         what = (f"A mention-pair cross-encoder trained with `corefsearch train pair-scorer` on {base.description}: "
                 "it reads two mentions' sentences together (`[CLS] A [SEP] B [SEP]`, each mention between `[E]` and "
                 "`[/E]`) and gives the probability that they corefer"
                 + (", averaged over both orders" if options.get("both_orders") else "")
                 + ". The candidate pairs are "
-                + " and ".join(part for part, on in (("those with the same head lemma", options.get("same_lemma")),
-                                                     (f"each mention's {options.get('neighbours')} nearest by a "
-                                                      "mention encoder", options.get("neighbours"))) if on)
+                + " and ".join(part for part, on in sources if on)
                 + "; " + (f"they are clustered by {linkage} linkage at p > {threshold:g} (picked on dev)."
                           if threshold is not None else "a threshold is to be given (no dev split picked one)."))
         return CardText("transformers", "text-classification", "corefsearch mention-pair scorer (cross-encoder)",

@@ -29,13 +29,12 @@ import numpy as np
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
 from corefsearch.base.model_card import write_model_card
-from corefsearch.cluster.baselines import mention_head_lemmas
 from corefsearch.cluster.candidates import LINKAGES, assignment_of, candidate_pairs, probability_grid
 from corefsearch.cluster.encoder import split_records
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.mentions import read_split_mentions, split_mention_ids
 from corefsearch.cluster.model import MentionEncoder
-from corefsearch.cluster.scorer import PairScorer
+from corefsearch.cluster.scorer import PairScorer, lemma_candidates
 from corefsearch.cluster.scorer_arguments import PairScorerTrainingArguments
 from corefsearch.cluster.topics import mention_groups
 from corefsearch.datasets.dataset import Dataset
@@ -98,11 +97,11 @@ def split_pairs(dataset_dir: Path, split: str, scope: str, args: PairScorerTrain
     records = split_records(dataset_dir, split)
     groups = mention_groups(found.mentions, scope, dataset_dir)
     types = {m.mention_id: m.type for m in found.mentions}
-    lemmas = mention_head_lemmas(found.mentions, found.passage_texts) if args.same_lemma else None
+    lemmas, extra = lemma_candidates(args.scorer_config(), found, groups, types)
     k = args.neighbours if encoder is not None else 0
     vectors = encoder.encode(records, batch_size=args.encode_batch_size) if k else None
     ids = [r.mention_id for r in records]
-    pairs = candidate_pairs(ids, groups, types, lemmas=lemmas, vectors=vectors, k=k)
+    pairs = candidate_pairs(ids, groups, types, lemmas=lemmas, vectors=vectors, k=k, extra=extra)
     clusters = np.asarray([r.cluster_id for r in records], dtype=object)
     labels = (clusters[pairs[:, 0]] == clusters[pairs[:, 1]]).astype(np.int64) if len(pairs) else np.zeros(0, int)
     return SplitPairs(records, pairs, labels, groups, types)
