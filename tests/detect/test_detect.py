@@ -256,15 +256,19 @@ def test_train_detector_refuses_an_ecbplus_dataset_that_is_not_annotated_in_full
     assert result.exit_code == 1 and "--validated-only --chains all" in result.output
 
 
-def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [{}, {"quantize_ops": "all", "fuse": True}], ids=["default", "fused-all"])
+def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_path: Path, options: dict) -> None:
     from corefsearch.detect.model import MentionDetector
     from corefsearch.export.onnx import export_onnx
 
     folder = tmp_path / "detector"
     shutil.copytree(trained, folder)
     with one_torch_thread():
-        summary = export_onnx(folder, quantize=True)
+        summary = export_onnx(folder, quantize=True, **options)
         assert summary.kind == "detector" and (folder / "onnx" / "model.onnx").is_file()
+        record = json.loads((folder / "onnx" / "export.json").read_text())
+        assert record["quantization"]["ops"] == options.get("quantize_ops", "linear")
+        assert (record["fusion"] is not None) == options.get("fuse", False)
         texts = ["The quake hit the town.", "Firefighters fought the blaze " * 30]
         torch_found = MentionDetector.load(folder).detect(texts)
         onnx_found = MentionDetector.load(folder, backend="onnx").detect(texts)

@@ -9,6 +9,7 @@ import typer
 
 from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.report import print_export_summary
+from corefsearch.export.graph import DEFAULT_QUANTIZE_OPS, FUSE_HELP, QUANTIZE_OPS_HELP
 
 
 @app.command("export-onnx")
@@ -20,6 +21,9 @@ def export_onnx_command(
                                   "--out: `default` (the bundled all-MiniLM-L6-v2) or a Hugging Face model.")],
     quantize: Annotated[bool, typer.Option(
         help="Also write the dynamic int8 quantisation (onnx/model_qint8.onnx, for --backend onnx-int8).")] = True,
+    quantize_ops: Annotated[str, typer.Option(
+        "--quantize-ops", help=QUANTIZE_OPS_HELP)] = DEFAULT_QUANTIZE_OPS,
+    fuse: Annotated[bool, typer.Option(help=FUSE_HELP)] = False,
     out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--out", help="For `default` or a Hugging Face model: write it here as a retriever folder with its export, "
                       "to pass as --encoder OUT (a new or empty folder).")] = None,
@@ -28,7 +32,7 @@ def export_onnx_command(
     `--backend onnx`."""
     from corefsearch.export.onnx import export_onnx
 
-    summary = export_onnx(model_dir, quantize=quantize, out=out,
+    summary = export_onnx(model_dir, quantize=quantize, out=out, quantize_ops=quantize_ops, fuse=fuse,
                           log=log_line)
     print_export_summary(summary, model_dir, out, console)
 

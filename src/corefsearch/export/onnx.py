@@ -13,14 +13,18 @@ The encoder is exported from torch (``AutoModel`` → ``last_hidden_state``) wit
 and sequence axes and the inputs corefsearch passes it (``input_ids``, ``attention_mask`` and,
 when the model has segments, ``token_type_ids``), then run with ONNX Runtime on other batches
 than it was traced with (another batch size and length, padded rows and full ones) against
-torch: an export that does not reproduce the torch encoder is refused. The int8 model is
-``onnxruntime.quantization.quantize_dynamic`` of the fp32 one (weights int8, activations
-quantised on the fly); its difference to torch is reported, not bounded (quantisation changes
-the numbers by design; ``bench/reader_speed.py`` measures what it costs in MRR@10).
+torch: an export that does not reproduce the torch encoder is refused. With ``fuse``
+(``--fuse``) the traced graph goes through ONNX Runtime's transformer fusions first (traced with
+eager attention, which they match), and the fused graph is what is checked and written. The int8
+model is ``onnxruntime.quantization.quantize_dynamic`` of the fp32 one (weights int8, activations
+quantised on the fly; ``quantize_ops`` says which operators, see :mod:`corefsearch.export.graph`);
+its difference to torch is reported, not bounded (quantisation changes the numbers by design;
+``bench/encode_speed.py`` and ``bench/reader_speed.py`` measure what it costs in MRR@10).
 
 Each file is written under a temporary name in the ``onnx/`` folder and renamed into place when
 complete; ``onnx/export.json`` (written last) records the checksum of the weights exported, which
-``--backend onnx`` checks (see :mod:`corefsearch.base.onnx_backend`).
+``--backend onnx`` checks (see :mod:`corefsearch.base.onnx_backend`), the fusions and the
+quantisation's settings, and each file's nodes by operator type.
 """
 
 from __future__ import annotations
@@ -51,12 +55,20 @@ from corefsearch.base.onnx_backend import (
 from corefsearch.base.schema import Query
 from corefsearch.dense.model import BiEncoder
 from corefsearch.detect.model import MentionDetector
+from corefsearch.export.graph import (
+    DEFAULT_QUANTIZE_OPS,
+    check_fusable,
+    check_quantize_ops,
+    fuse_transformer,
+    node_counts,
+    quantization_settings,
+    quantize_int8,
+)
 from corefsearch.io.write import atomic_directory
 from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
 
 OPSET = 17
-QUANTIZATION = {"per_channel": True}  # quantize_dynamic's options besides weight_type=QInt8 (recorded)
 FP32_TOLERANCE = 1e-3  # max abs difference of the hidden states allowed between ONNX Runtime and torch
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what a Hugging Face encoder is exported with
 
@@ -77,6 +89,18 @@ class ExportedFile:
     path: Path
     max_abs_diff: float  # hidden states against torch on the check batch
     megabytes: float
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What ``export-onnx`` writes besides the fp32 model: the int8 one (``quantize``) quantising the
+    operators of ``quantize_ops`` (``linear`` | ``all``), both fused first with ``fuse``."""
+    quantize: bool = True
+    quantize_ops: str = DEFAULT_QUANTIZE_OPS
+    fuse: bool = False
+
+    def __post_init__(self) -> None:
+        check_quantize_ops(self.quantize_ops)
 
 
 @dataclass
@@ -126,6 +150,19 @@ def _encoder_module(model: Any, names: list[str]) -> Any:
     return Encoder().eval()
 
 
+@contextlib.contextmanager
+def _eager_attention(model: Any) -> Iterator[None]:
+    """The model with eager attention inside the block (the graph ONNX Runtime's fusions match), then
+    its own again."""
+    previous = getattr(model.config, "_attn_implementation", None)
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        if previous and previous != "eager":
+            model.set_attn_implementation(previous)
+
+
 def _export(model: Any, inputs: dict[str, Any], path: Path) -> None:
     import torch
 
@@ -156,30 +193,18 @@ def _max_abs_diff(path: Path, config: Any, inputs: dict[str, Any], expected: Any
     return float(diff.max()) if torch.isfinite(diff).all() else float("inf")
 
 
-def _quantize(source: Path, target: Path) -> None:
-    """``quantize_dynamic`` with int8 weights per output channel: on all-MiniLM-L6-v2 the per-tensor
-    default moved the hidden states twice as far from torch (mean cosine 0.92 against 0.98 per
-    token, the same speed); ONNX Runtime's pre-processing (``quant_pre_process``) changed neither."""
-    import logging
-
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    previous = logging.root.manager.disable
-    logging.disable(max(previous, logging.WARNING))  # the quantiser's root-logger advice to pre-process (above)
-    try:
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, **QUANTIZATION)
-    finally:
-        logging.disable(previous)
-
-
 def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list[dict[str, Any]],
-                   quantize: bool = True, log: Callable[[str], None] | None = None) -> ExportSummary:
+                   options: ExportOptions | None = None, log: Callable[[str], None] | None = None) -> ExportSummary:
     """Export the Hugging Face encoder ``model`` whose weights are ``folder/model.safetensors`` to
-    ``folder/onnx/model.onnx`` and, with ``quantize``, ``folder/onnx/model_qint8.onnx``: traced with the
-    inputs ``trace``, checked against torch on each batch of ``checks`` (other sizes and lengths; each
-    holds the inputs ``trace`` names). The one export path of every kind of model folder."""
+    ``folder/onnx/model.onnx`` and, with ``options.quantize``, ``folder/onnx/model_qint8.onnx``: traced
+    with the inputs ``trace`` (and fused with ``options.fuse``), checked against torch on each batch of
+    ``checks`` (other sizes and lengths; each holds the inputs ``trace`` names). The one export path of
+    every kind of model folder."""
     import torch
 
+    options = options or ExportOptions()
+    if options.fuse:
+        check_fusable(model.config, folder)
     say = log or (lambda _: None)
     started = time.perf_counter()
     folder = Path(folder)
@@ -202,17 +227,27 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     files: list[ExportedFile] = []
     removed: list[Path] = []
     fp32, int8 = out_dir / ONNX_MODEL, out_dir / ONNX_QINT8
+    fusion = None
     with _temporary_beside(fp32) as tmp_fp32, _temporary_beside(int8) as tmp_int8:
         say(f"Exporting the encoder of {folder} (opset {OPSET}) ...")
-        _export(model, trace, tmp_fp32)
+        if options.fuse:
+            with _temporary_beside(fp32) as traced:
+                with _eager_attention(model):
+                    _export(model, trace, traced)
+                say("Fusing attention, GELU and LayerNorm (ONNX Runtime's transformer optimizer) ...")
+                fusion = fuse_transformer(traced, tmp_fp32, model.config)
+        else:
+            _export(model, trace, tmp_fp32)
         diff = max_abs_diff(tmp_fp32)
         if not diff <= FP32_TOLERANCE:
             raise InputError(f"the ONNX export of {folder} does not reproduce the torch encoder (max abs difference "
                              f"{diff:.3g} > {FP32_TOLERANCE:g}); nothing was written")
         files.append(ExportedFile(fp32, diff, tmp_fp32.stat().st_size / 1e6))
-        if quantize:
-            say("Quantising it to int8 (dynamic, per channel) ...")
-            _quantize(tmp_fp32, tmp_int8)
+        nodes = {fp32.name: node_counts(tmp_fp32)}
+        if options.quantize:
+            say(f"Quantising it to int8 (dynamic, per channel, --quantize-ops {options.quantize_ops}) ...")
+            quantize_int8(tmp_fp32, tmp_int8, options.quantize_ops)
+            nodes[int8.name] = node_counts(tmp_int8)
             diff8 = max_abs_diff(tmp_int8)
             if diff8 == float("inf"):
                 raise InputError(f"the int8 model of {folder} gives non-finite hidden states; nothing was written "
@@ -221,7 +256,7 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
         # Every file checked: now replace the old export. Its record goes first, so that an export
         # interrupted half-way is never taken for a complete one (the new record is written last).
         record_path.unlink(missing_ok=True)
-        if quantize:
+        if options.quantize:
             os.chmod(tmp_int8, mode)
             os.replace(tmp_int8, int8)
         elif int8.exists():  # from earlier weights, perhaps: never left to look current
@@ -231,15 +266,15 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
         os.replace(tmp_fp32, fp32)
     write_manifest(record_path, manifest_record(ONNX_EXPORT, {
         "weights_sha256": checksum,
-        "files": {f.path.name: {"max_abs_diff": f.max_abs_diff} for f in files},
-        "inputs": list(trace), "output": OUTPUT_NAME, "opset": OPSET,
-        "quantization": {"method": "quantize_dynamic", "weight_type": "QInt8", **QUANTIZATION} if quantize else None,
+        "files": {f.path.name: {"max_abs_diff": f.max_abs_diff, "nodes": nodes[f.path.name]} for f in files},
+        "inputs": list(trace), "output": OUTPUT_NAME, "opset": OPSET, "fusion": fusion,
+        "quantization": quantization_settings(options.quantize_ops) if options.quantize else None,
         "versions": versions("torch", "onnx", "onnxruntime")}))
     return ExportSummary(folder, files, removed, time.perf_counter() - started)
 
 
 def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], None] | None = None,
-                out: Path | None = None) -> ExportSummary:
+                out: Path | None = None, quantize_ops: str = DEFAULT_QUANTIZE_OPS, fuse: bool = False) -> ExportSummary:
     """Export the encoder(s) of a model folder to ONNX, each into its own ``onnx/`` folder:
 
     - a reader (``corefsearch_reader.json``): its encoder, into ``folder/onnx/``;
@@ -253,18 +288,19 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
       (site-packages) is never written to.
     """
     started = time.perf_counter()
+    options = ExportOptions(quantize, quantize_ops, fuse)
     if out is not None:
-        summary = _export_zero_shot(str(folder), Path(out), quantize, log)
+        summary = _export_zero_shot(str(folder), Path(out), options, log)
     else:
         check_model_folder(folder, "MODEL_DIR")
         folder = Path(folder)
         kind = model_kind(folder)
         if kind == "reader":
-            summary = _export_reader(folder, quantize, log)
+            summary = _export_reader(folder, options, log)
         elif kind == "retriever":
-            summary = _export_retriever(folder, quantize, log)
+            summary = _export_retriever(folder, options, log)
         elif kind == "detector":
-            summary = _export_detector(folder, quantize, log)
+            summary = _export_detector(folder, options, log)
         else:
             zero_shot = "default" if str(folder) == "default" else str(folder)
             raise InputError(f"{folder} is not a reader, retriever or detector folder (it holds none of "
@@ -275,40 +311,41 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
     return summary
 
 
-def _export_reader(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+def _export_reader(folder: Path, options: ExportOptions, log: Callable[[str], None] | None) -> ExportSummary:
     reader = CrossEncoderReader.load(folder, "cpu")
     reader.train(False)
     trace, check = _sample_inputs(reader)
-    summary = export_encoder(folder, reader.model, trace, [check], quantize, log)
+    summary = export_encoder(folder, reader.model, trace, [check], options, log)
     summary.kind = "reader"
     return summary
 
 
-def _export_detector(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+def _export_detector(folder: Path, options: ExportOptions, log: Callable[[str], None] | None) -> ExportSummary:
     """A mention detector's encoder, traced on its own windows of the sample passages (long and short)."""
     detector = MentionDetector.load(folder, "cpu")
     windows = detector.windows(list(SAMPLE_PASSAGES))
     trace = detector.pad(windows[:2])
     check = detector.pad(windows)
-    summary = export_encoder(folder, detector.model, trace, [check], quantize, log)
+    summary = export_encoder(folder, detector.model, trace, [check], options, log)
     summary.kind = "detector"
     return summary
 
 
-def _export_retriever(folder: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+def _export_retriever(folder: Path, options: ExportOptions, log: Callable[[str], None] | None) -> ExportSummary:
     model = BiEncoder.load(str(folder), "cpu")  # one line when it is incomplete
     files: list[ExportedFile] = []
     removed: list[Path] = []
     for side, encoder_folder in model.encoder_folders().items():
         encoder = model.query_encoder if side == "query" else model.passage_encoder
         trace, checks = _retriever_sample_inputs(encoder, model.config.max_query_len, model.config.max_passage_len)
-        part = export_encoder(encoder_folder, encoder.model, trace, checks, quantize, log)
+        part = export_encoder(encoder_folder, encoder.model, trace, checks, options, log)
         files += part.files
         removed += part.removed
     return ExportSummary(folder, files, removed, 0.0, kind="retriever")
 
 
-def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[str], None] | None) -> ExportSummary:
+def _export_zero_shot(reference: str, out: Path, options: ExportOptions,
+                      log: Callable[[str], None] | None) -> ExportSummary:
     say = log or (lambda _: None)
     if reference not in ("", "default"):
         check_model_folder(reference, "MODEL")
@@ -323,7 +360,7 @@ def _export_zero_shot(reference: str, out: Path, quantize: bool, log: Callable[[
     say(f"Writing {reference or 'default'} as a retriever folder to {out} ...")
     with atomic_directory(out, overwrite=True) as tmp:
         model.save(tmp)
-        summary = _export_retriever(tmp, quantize, lambda message: say(message.replace(str(tmp), str(out))))
+        summary = _export_retriever(tmp, options, lambda message: say(message.replace(str(tmp), str(out))))
     # The files were written in the temporary folder: name them where they are now.
     files = [ExportedFile(out / f.path.relative_to(tmp), f.max_abs_diff, f.megabytes) for f in summary.files]
     return ExportSummary(out, files, [], 0.0, kind="retriever")
