@@ -1,26 +1,34 @@
-"""Dense encoding speed on the CPU: sentence-transformers against corefsearch's backends, and what
-the faster backends cost in MRR@10 (issue 13, part 2).
+"""Dense encoding speed on the CPU: sentence-transformers' backends against corefsearch's, and what
+the faster backends cost in MRR@10.
 
 One run, one model, one set of texts, one thread count:
 
 - **speed**: passages per second encoding a seeded sample of ``--passages`` ECB+ passages (all
   topics, as bench/dense.py builds the collection; ``title [SEP] text`` cut to 180 tokens, batches
-  of 64) by ``SentenceTransformer.encode`` on the bundled all-MiniLM-L6-v2, and by corefsearch's
-  passage encoder on the same weights with ``--backend torch``, ``onnx`` and ``onnx-int8``. The rows
-  take turns, ``--repeats`` rounds in an order rotated each round (a load the machine carries falls
-  on every row alike); the median round is reported, after one untimed warm-up batch each.
-- **quality**: MRR@10 of the dense retriever (the same encoder) with each backend on ECB+ test
-  queries (a seeded sample of ``--queries``) over the test-topic collection (exact inner-product
-  search, FAISS ``IndexFlatIP``, the query's own passage left out, as ``corefsearch search`` does).
-  ``--mrr-passages N`` cuts the collection to N passages (the sampled queries' own and relevant
-  passages, then a seeded sample of the rest): for a quick check only, the MRR of a cut collection is
-  not the benchmark's.
+  of 64; or the passages of ``--passages-file``) by sentence-transformers' ``SentenceTransformer.encode``
+  with its torch, ONNX and dynamic int8 ONNX backends (``backend="onnx"``,
+  ``export_dynamic_quantized_onnx_model`` with each ``--peer-int8`` config), and by corefsearch's
+  passage encoder on the same weights with ``--backend torch``, and ``onnx`` / ``onnx-int8`` of each
+  export of ``--exports`` (``linear`` and ``all``: ``export-onnx --quantize-ops``; ``fused-*``: with
+  ``--fuse``). sentence-transformers runs in a worker process (bench/peer_worker.py) in its own
+  environment, ``--peer-python`` (its ONNX backend needs ``optimum[onnxruntime]``, which pins older
+  transformers than corefsearch's: ``python3 -m venv work/peer-venv && work/peer-venv/bin/pip install
+  'sentence-transformers[onnx]'``); the worker times ``encode`` alone. The rows take turns,
+  ``--repeats`` rounds in an order rotated each round (a load the machine carries falls on every row
+  alike); the median and the best round are reported, after one untimed warm-up batch each, with the
+  load average at the start of each round.
+- **quality**: MRR@10 of the dense retriever (the same encoder) with each of corefsearch's rows on
+  ECB+ test queries (a seeded sample of ``--queries``; 0: none) over the test-topic collection
+  (exact inner-product search, FAISS ``IndexFlatIP``, the query's own passage left out, as
+  ``corefsearch search`` does). ``--mrr-passages N`` cuts the collection to N passages (the sampled
+  queries' own and relevant passages, then a seeded sample of the rest): for a quick check only, the
+  MRR of a cut collection is not the benchmark's.
 
-The encoder is ``--encoder`` (a retriever folder; exported with ``corefsearch export-onnx`` when it
-has no current export) or, by default, the bundled all-MiniLM-L6-v2 as the zero-shot retriever
-(mean pooling, no markers), exported once into ``OUT_DIR/minilm-onnx`` with ``export-onnx default
---out``. Writes ``## Dense encoding speed (bench/encode_speed.py)`` into ``--results``
-(bench/RESULTS.md), replacing that section.
+The encoder is ``--encoder``: a retriever folder (copied and exported once per export), or a
+Hugging Face model folder or, by default, the bundled all-MiniLM-L6-v2, as the zero-shot retriever
+(mean pooling, no markers), exported with ``export-onnx MODEL --out OUT_DIR/encoder-EXPORT``. Writes
+``## Dense encoding speed (bench/encode_speed.py)`` into ``--results`` (bench/RESULTS.md), replacing
+that section.
 
 Run: ``python bench/encode_speed.py [--out-dir DIR] [--passages 2000] [--queries 500] [--threads 2]``.
 """
@@ -43,6 +51,7 @@ os.environ.setdefault("COREFSEARCH_QUIET", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bm25 import machine, markdown_table, write_section  # noqa: E402
+from peer_worker import Peer, default_python  # noqa: E402
 
 from corefsearch.datasets.build import BuildOptions, build_dataset  # noqa: E402
 from corefsearch.datasets.dataset import Dataset  # noqa: E402
@@ -51,14 +60,20 @@ from corefsearch.datasets.ecbplus import read_ecbplus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 ECBPLUS = ROOT / "data" / "ecbplus" / "ECBplus.tar.gz"
 SECTION = "## Dense encoding speed (bench/encode_speed.py)"
-BACKENDS = ("torch", "onnx", "onnx-int8")
-ST_ROW = "sentence-transformers `encode`"
+# corefsearch's exports: --quantize-ops of the int8 file, fused (export-onnx --fuse) or not
+EXPORTS = ("linear", "all", "fused-linear", "fused-all")
+TORCH_ROW = "corefsearch torch"
+PEER = "sentence-transformers"
 MAX_LENGTH = 180
 BATCH = 64
 
 
 def log(message: str) -> None:
     print(f"[{dt.datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def load_average() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def dataset(root: Path, name: str, options: BuildOptions) -> Path:
@@ -69,26 +84,34 @@ def dataset(root: Path, name: str, options: BuildOptions) -> Path:
     return out
 
 
-def exported_encoder(root: Path, encoder: Path | None) -> Path:
-    """A retriever folder with a current ONNX export of every encoder (fp32 and int8)."""
+def exported_encoder(root: Path, encoder: str, export: str) -> Path:
+    """A retriever folder with a current ONNX export (fp32 and int8) of the kind ``export`` names: a
+    copy of the retriever folder ``encoder``, or the zero-shot retriever of ``encoder`` (``default`` or
+    a Hugging Face model folder), in ``root``."""
+    import json
+    import shutil
+
     from corefsearch.base.errors import CorefSearchError
+    from corefsearch.base.models import model_kind
     from corefsearch.dense.model import BiEncoder
     from corefsearch.export.onnx import export_onnx
 
-    folder = encoder if encoder is not None else root / "minilm-onnx"
+    folder = root / f"encoder-{export}"
+    fuse, ops = export.startswith("fused-"), export.removeprefix("fused-")
     try:
         for backend in ("onnx", "onnx-int8"):
             BiEncoder.load(str(folder), "cpu").use_backend(backend)
-        return folder
-    except CorefSearchError:
+        record = json.loads(next(folder.glob("*_encoder/onnx/export.json")).read_text())
+        if record["quantization"]["ops"] == ops and (record.get("fusion") is not None) == fuse:
+            return folder
+    except (CorefSearchError, StopIteration, KeyError, TypeError):
         pass
-    if encoder is None:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)  # an earlier, interrupted or stale copy
-        summary = export_onnx("default", out=folder, log=log)
+    shutil.rmtree(folder, ignore_errors=True)  # an earlier, interrupted or stale copy
+    if encoder != "default" and model_kind(encoder) == "retriever":
+        shutil.copytree(encoder, folder, ignore=shutil.ignore_patterns("onnx"))
+        summary = export_onnx(folder, log=log, quantize_ops=ops, fuse=fuse)
     else:
-        summary = export_onnx(folder, log=log)
+        summary = export_onnx(encoder, out=folder, log=log, quantize_ops=ops, fuse=fuse)
     for file in summary.files:
         log(f"wrote {file.path} ({file.megabytes:.1f} MB, max abs diff to torch {file.max_abs_diff:.2e})")
     return folder
@@ -102,36 +125,52 @@ def load(folder: Path, backend: str, threads: int) -> Any:
     return model
 
 
-def speed(folder: Path, titles: list[str], texts: list[str], threads: int, repeats: int,
-          sentence_transformer: str) -> dict[str, list[float]]:
-    """Seconds per round of each row, rows taking turns in a rotated order."""
-    from sentence_transformers import SentenceTransformer
+def our_rows(folders: dict[str, Path]) -> dict[str, tuple[Path, str]]:
+    """corefsearch's rows: name → (retriever folder, backend); one fp32 row per graph (fused or not)."""
+    rows = {TORCH_ROW: (folders[next(iter(folders))], "torch")}
+    for export, folder in folders.items():
+        fp32 = "corefsearch onnx" + (" fused" if export.startswith("fused-") else "")
+        rows.setdefault(fp32, (folder, "onnx"))
+        rows[f"corefsearch onnx-int8 {export}"] = (folder, "onnx-int8")
+    return rows
 
-    reference = SentenceTransformer(sentence_transformer, device="cpu")
-    reference.max_seq_length = MAX_LENGTH
+
+def speed(rows: dict[str, tuple[Path, str]], peer: Any, titles: list[str], texts: list[str], threads: int,
+          repeats: int) -> dict[str, list[float]]:
+    """Seconds per round of each row (corefsearch's and the peer's), rows taking turns in a rotated order."""
     joined = [f"{title} [SEP] {text}" if title else text for title, text in zip(titles, texts, strict=True)]
-    encoders: dict[str, Callable[[list[str], list[str]], Any]] = {
-        ST_ROW: lambda _, t: reference.encode(t, batch_size=BATCH, show_progress_bar=False)}
-    for backend in BACKENDS:
+    timers: dict[str, Callable[[], float]] = {}
+    for name, (folder, backend) in rows.items():
         model = load(folder, backend, threads)
-        encoders[backend] = (lambda m: lambda ti, te: m.passage_encoder.encode_passages(
-            ti, te, max_length=MAX_LENGTH, batch_size=BATCH))(model)
-    rows = list(encoders)
-    for name in rows:  # warm-up, untimed
-        encoders[name](titles[:BATCH], joined[:BATCH] if name == ST_ROW else texts[:BATCH])
-    seconds: dict[str, list[float]] = {name: [] for name in rows}
-    for round_ in range(repeats):
-        for name in rows[round_ % len(rows):] + rows[:round_ % len(rows)]:
+
+        def timer(m: Any = model, ti: list[str] = titles, te: list[str] = texts) -> float:
             began = time.perf_counter()
-            encoders[name](titles, joined if name == ST_ROW else texts)
-            seconds[name].append(time.perf_counter() - began)
-        log(f"round {round_ + 1}: " + ", ".join(f"{n} {len(texts) / s[-1]:.0f}/s" for n, s in seconds.items()))
+            m.passage_encoder.encode_passages(ti, te, max_length=MAX_LENGTH, batch_size=BATCH)
+            return time.perf_counter() - began
+
+        model.passage_encoder.encode_passages(titles[:BATCH], texts[:BATCH], max_length=MAX_LENGTH,
+                                              batch_size=BATCH)  # warm-up, untimed
+        timers[name] = timer
+    if peer is not None:
+        peer.hold(joined[:BATCH])
+        for row in peer.rows:
+            peer.run(row)  # warm-up, untimed
+        peer.hold(joined)
+        for row in peer.rows:
+            timers[f"{PEER} {row}"] = (lambda r: lambda: peer.run(r))(row)
+    names = list(timers)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            seconds[name].append(timers[name]())
+        log(f"round {round_ + 1} (load {load_average()}): "
+            + ", ".join(f"{n} {len(texts) / s[-1]:.0f}/s" for n, s in seconds.items()))
     return seconds
 
 
-def mrr(folder: Path, collection: Path, n_queries: int, mrr_passages: int | None,
+def mrr(rows: dict[str, tuple[Path, str]], collection: Path, n_queries: int, mrr_passages: int | None,
         threads: int) -> tuple[dict[str, float], int, int]:
-    """MRR@10 of each backend: exact inner-product search over the (maybe cut) collection."""
+    """MRR@10 of each of corefsearch's rows: exact inner-product search over the (maybe cut) collection."""
     import faiss
     import numpy as np
 
@@ -152,9 +191,9 @@ def mrr(folder: Path, collection: Path, n_queries: int, mrr_passages: int | None
         passages = [passages[i] for i in sorted(keep)]
     ids = [p.id for p in passages]
     scores = {}
-    for backend in BACKENDS:
+    for name, (folder, backend) in rows.items():
         model = load(folder, backend, threads)
-        log(f"MRR@10 with {backend}: encoding {len(passages):,} passages and {len(queries):,} queries")
+        log(f"MRR@10 with {name}: encoding {len(passages):,} passages and {len(queries):,} queries")
         vectors = model.passage_encoder.encode_passages([p.title for p in passages], [p.text for p in passages],
                                                         max_length=model.config.max_passage_len, batch_size=BATCH)
         index = faiss.IndexFlatIP(vectors.shape[1])
@@ -166,54 +205,91 @@ def mrr(folder: Path, collection: Path, n_queries: int, mrr_passages: int | None
             hits = [(ids[r], float(s)) for s, r in zip(row_scores, row_ids, strict=True)
                     if r >= 0 and ids[r] != query.passage_id]
             run[query.id] = dict(hits[:10])
-        scores[backend] = evaluate_run(run, {q.id: qrels.get(q.id, {}) for q in queries}, "trec",
-                                       backend).aggregate["MRR@10"]
-        log(f"MRR@10 with {backend}: {100 * scores[backend]:.2f}")
+        scores[name] = evaluate_run(run, {q.id: qrels.get(q.id, {}) for q in queries}, "trec",
+                                    backend).aggregate["MRR@10"]
+        log(f"MRR@10 with {name}: {100 * scores[name]:.2f}")
     return scores, len(queries), len(passages)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", type=Path, default=None, help="Datasets and the exported encoder.")
+    parser.add_argument("--out-dir", type=Path, default=None, help="Datasets and the exported encoders.")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
-    parser.add_argument("--encoder", type=Path, default=None,
-                        help="A retriever folder (default: the bundled all-MiniLM-L6-v2, zero-shot, exported).")
+    parser.add_argument("--encoder", default="default",
+                        help="A retriever folder, or a Hugging Face model folder taken zero-shot (default: the bundled "
+                             "all-MiniLM-L6-v2, zero-shot).")
+    parser.add_argument("--exports", default=",".join(EXPORTS),
+                        help="corefsearch's exports to time, comma-separated: linear | all (--quantize-ops of the "
+                             "int8 file) | fused-linear | fused-all (with --fuse).")
     parser.add_argument("--passages", type=int, default=2000, help="Passages timed (a seeded sample).")
-    parser.add_argument("--queries", type=int, default=500, help="ECB+ test queries for MRR@10 (a seeded sample).")
+    parser.add_argument("--passages-file", type=Path, default=None,
+                        help="Time these passages (JSON lines with title and text) instead of ECB+'s.")
+    parser.add_argument("--queries", type=int, default=500,
+                        help="ECB+ test queries for MRR@10 (a seeded sample; 0: no MRR).")
     parser.add_argument("--mrr-passages", type=int, default=None,
                         help="Cut the MRR collection to N passages (a quick check only; default: all test topics).")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3, help="Timed rounds (the median is reported).")
+    parser.add_argument("--repeats", type=int, default=3, help="Timed rounds (the median and the best are reported).")
+    parser.add_argument("--peer-python", default=None,
+                        help="The Python of sentence-transformers' environment (default: work/peer-venv/bin/python if "
+                             "there is one, else this one; its ONNX rows need optimum[onnxruntime]); 'none': no peer.")
+    parser.add_argument("--peer-int8", default="avx512_vnni,avx2",
+                        help="sentence-transformers' int8 quantisation configs to time, comma-separated.")
     args = parser.parse_args(argv)
     started = dt.datetime.now()
     root = args.out_dir or Path(tempfile.mkdtemp(prefix="corefsearch-bench-encode-speed-"))
     root.mkdir(parents=True, exist_ok=True)
-    log(f"working in {root}")
+    log(f"working in {root}; load average {load_average()}")
 
     import torch
 
-    from corefsearch.base.models import default_model_path
-
-    torch.set_num_threads(args.threads)
-    folder = exported_encoder(root, args.encoder)
-    # sentence-transformers loads the encoder folder itself (it holds modules.json, see st_export):
-    # the bundled model for the default, the retriever's passage encoder otherwise.
+    from corefsearch.base.models import default_model_path, model_kind
     from corefsearch.dense.model import BiEncoder
 
-    model = BiEncoder.load(str(folder), "cpu")
-    st_folder = (default_model_path() if args.encoder is None
-                 else str(folder / ("query_encoder" if model.config.shared_encoder else "passage_encoder")))
-    all_topics = dataset(root, "ecb-all", BuildOptions())
-    passages = list(Dataset(all_topics).passages())
-    sample = [passages[i] for i in sorted(random.Random(13).sample(range(len(passages)),
-                                                                   min(args.passages, len(passages))))]
-    titles, texts = [p.title for p in sample], [p.text for p in sample]
-    log(f"timing {len(texts):,} passages on {args.threads} threads, {args.repeats} rounds")
-    seconds = speed(folder, titles, texts, args.threads, args.repeats, st_folder)
-    test_topics = dataset(root, "ecb-test", BuildOptions(splits=("test",)))
-    scores, n_queries, n_passages = mrr(folder, test_topics, args.queries, args.mrr_passages, args.threads)
-    section = report(args, seconds, len(texts), scores, n_queries, n_passages, args.encoder is None, started,
-                     st_folder)
+    torch.set_num_threads(args.threads)
+    exports = [e for e in args.exports.split(",") if e]
+    unknown = sorted(set(exports) - set(EXPORTS))
+    if unknown or not exports:
+        parser.error(f"--exports takes {', '.join(EXPORTS)}, got {args.exports!r}")
+    folders = {export: exported_encoder(root, args.encoder, export) for export in exports}
+    rows = our_rows(folders)
+    # sentence-transformers loads the encoder folder itself (it holds modules.json, see st_export):
+    # the bundled model for the default, the model folder, or the retriever's passage encoder.
+    if args.encoder == "default":
+        st_folder = default_model_path()
+    elif model_kind(args.encoder) == "retriever":
+        shared = BiEncoder.load(args.encoder, "cpu").config.shared_encoder
+        st_folder = str(Path(args.encoder) / ("query_encoder" if shared else "passage_encoder"))
+    else:
+        st_folder = args.encoder
+    if args.passages_file is not None:
+        from corefsearch.io.read import read_jsonl
+
+        sample = [record for _, record in read_jsonl(args.passages_file)][:args.passages]
+        titles, texts = [r.get("title") or "" for r in sample], [r["text"] for r in sample]
+    else:
+        passages = list(Dataset(dataset(root, "ecb-all", BuildOptions())).passages())
+        sample = [passages[i] for i in sorted(random.Random(13).sample(range(len(passages)),
+                                                                       min(args.passages, len(passages))))]
+        titles, texts = [p.title for p in sample], [p.text for p in sample]
+    peer = None
+    if args.peer_python != "none":
+        python = args.peer_python or default_python(ROOT)
+        log(f"starting sentence-transformers' worker ({python})")
+        peer = Peer(python, "encode", st_folder, root, args.threads, MAX_LENGTH, BATCH, args.peer_int8)
+        for row, why in peer.skipped.items():
+            log(f"no {PEER} {row} row: {why}")
+    try:
+        log(f"timing {len(texts):,} passages on {args.threads} threads, {args.repeats} rounds")
+        seconds = speed(rows, peer, titles, texts, args.threads, args.repeats)
+    finally:
+        if peer is not None:
+            peer.close()
+    scores, n_queries, n_passages = {}, 0, 0
+    if args.queries > 0:
+        test_topics = dataset(root, "ecb-test", BuildOptions(splits=("test",)))
+        scores, n_queries, n_passages = mrr(rows, test_topics, args.queries, args.mrr_passages, args.threads)
+    section = report(args, seconds, len(texts), scores, n_queries, n_passages, started, st_folder, peer)
     print(section)
     write_section(args.results, section, SECTION)
     log(f"wrote {args.results}")
@@ -221,46 +297,57 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(args: argparse.Namespace, seconds: dict[str, list[float]], n_texts: int, scores: dict[str, float],
-           n_queries: int, n_passages: int, default: bool, started: dt.datetime, st_folder: str) -> str:
+           n_queries: int, n_passages: int, started: dt.datetime, st_folder: str, peer: Any) -> str:
     import onnxruntime
-    import sentence_transformers
     import torch
 
-    rate = {name: n_texts / statistics.median(values) for name, values in seconds.items()}
-    torch_mrr = scores.get("torch")
+    median = {name: n_texts / statistics.median(values) for name, values in seconds.items()}
+    best = {name: n_texts / min(values) for name, values in seconds.items()}
+    peer_rows = [name for name in seconds if name.startswith(PEER)]
+    fastest = max(peer_rows, key=median.__getitem__) if peer_rows else None
+    torch_mrr = scores.get(TORCH_ROW)
     lines = []
     for name in seconds:
         mrr_cells = ["—", "—"]
         if name in scores and torch_mrr is not None:
             mrr_cells = [f"{100 * scores[name]:.2f}", f"{100 * (scores[name] - torch_mrr):+.2f}"]
-        label = name if name == ST_ROW else f"corefsearch `--backend {name}`"
-        lines.append([label, f"{rate[name]:,.0f}", f"{rate[name] / rate[ST_ROW]:.2f}×", *mrr_cells])
+        ratio = f"{median[name] / median[fastest]:.2f}×" if fastest else "—"
+        lines.append([name, f"{median[name]:,.0f}", f"{best[name]:,.0f}", ratio, *mrr_cells])
     encoder = ("the bundled all-MiniLM-L6-v2 as the zero-shot retriever (mean pooling, no markers; exported by "
-               "`corefsearch export-onnx default --out DIR`)" if default else f"`{args.encoder}`")
+               "`corefsearch export-onnx default --out DIR`)" if args.encoder == "default" else f"`{args.encoder}`")
     cut = (f" cut to {n_passages:,} passages (`--mrr-passages`: the queries' own and relevant passages plus a seeded "
            "sample; a quick check, not the benchmark's collection)" if args.mrr_passages is not None
            else f" ({n_passages:,} passages)")
+    quality = (f"MRR@10: {n_queries:,} ECB+ test queries (a seeded sample) over the test-topic collection{cut}, exact "
+               "inner-product search, own passage left out." if n_queries else "No MRR@10 (`--queries 0`).")
     info = machine()
     command = (f"python bench/encode_speed.py --passages {args.passages} --queries {args.queries} --threads "
-               f"{args.threads} --repeats {args.repeats}"
+               f"{args.threads} --repeats {args.repeats} --exports {args.exports}"
+               + (f" --passages-file {args.passages_file}" if args.passages_file is not None else "")
                + (f" --mrr-passages {args.mrr_passages}" if args.mrr_passages is not None else "")
-               + (f" --encoder {args.encoder}" if args.encoder is not None else ""))
+               + (f" --encoder {args.encoder}" if args.encoder != "default" else ""))
+    if peer is not None:
+        versions = ", ".join(f"{k} {v}" for k, v in peer.versions.items() if k != "python")
+        skipped = "".join(f" No `{PEER} {row}` row: {why}." for row, why in peer.skipped.items())
+        peer_text = (f"{PEER} encodes the same weights ({st_folder}) with its own pooling (and, for "
+                     f"all-MiniLM-L6-v2, normalisation) in a worker process ({versions}; its ONNX export is its "
+                     f"own, through Optimum, and its int8 rows `export_dynamic_quantized_onnx_model` with each "
+                     f"config named); the worker times `encode` alone.{skipped}")
+    else:
+        peer_text = "No sentence-transformers rows (`--peer-python none`)."
     parts = [
         SECTION, "",
-        f"Run {started:%Y-%m-%d %H:%M} by `{command}`. Encoder: {encoder}. Speed: {n_texts:,} ECB+ passages (a "
-        f"seeded sample of the all-topics collection), `title [SEP] text` cut to {MAX_LENGTH} tokens, batches of "
-        f"{BATCH}, {args.threads} threads, the median of {args.repeats} rounds in rotated order; "
-        f"sentence-transformers {sentence_transformers.__version__} encodes the same weights ({st_folder}) with "
-        f"its own pooling (and, for all-MiniLM-L6-v2, normalisation). MRR@10: {n_queries:,} ECB+ test queries (a "
-        f"seeded sample) over the test-topic collection{cut}, exact inner-product search, own passage left out. "
-        f"torch {torch.__version__}, ONNX Runtime {onnxruntime.__version__}.",
+        f"Run {started:%Y-%m-%d %H:%M} by `{command}`. Encoder: {encoder}. Speed: {n_texts:,} passages, `title "
+        f"[SEP] text` cut to {MAX_LENGTH} tokens, batches of {BATCH}, {args.threads} threads, {args.repeats} rounds in "
+        f"rotated order (median and best round). corefsearch's rows: `--backend torch`, and `onnx` / `onnx-int8` "
+        f"of each export (`export-onnx --quantize-ops linear|all`, `fused-`: with `--fuse`). {peer_text} "
+        f"{quality} torch {torch.__version__}, ONNX Runtime {onnxruntime.__version__}.",
         "",
-        markdown_table(["Encoder", "passages/s", "× sentence-transformers", "MRR@10", "Δ MRR@10 vs torch"], lines,
-                       ["l", "r", "r", "r", "r"]),
+        markdown_table(["Encoder", "passages/s (median)", "best", f"× {fastest or 'peer'} (median)", "MRR@10",
+                        "Δ MRR@10 vs torch"], lines, ["l", "r", "r", "r", "r", "r"]),
         "",
-        f"Machine: {info['CPU model']}, {info['CPUs']}; load average at the end (1, 5, 15 min): "
-        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work on the machine shares its cores: compare "
-        "rows of one run, not runs).", ""]
+        f"Machine: {info['CPU model']}, {info['CPUs']}; load average at the end (1, 5, 15 min): {load_average()} "
+        "(other work on the machine shares its cores: compare rows of one run, not runs).", ""]
     return "\n".join(parts)
 
 
