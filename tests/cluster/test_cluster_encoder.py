@@ -494,6 +494,71 @@ def test_the_lemma_weight_is_chosen_on_dev_saved_with_the_model_and_used_by_clus
         assert partition(read_clusters(tmp_path / "c.jsonl")) == partition(expected)
 
 
+def test_the_bonus_goes_to_linked_pairs_instead_of_same_lemma_pairs() -> None:
+    radians = np.radians([0, 30, 90])  # 0° and 30°: cosine distance 0.134
+    vectors = np.stack([np.cos(radians), np.sin(radians)], axis=1)
+    ids, groups, types = ["a", "b", "c"], dict.fromkeys("abc", "g"), dict.fromkeys("abc", "event")
+    lemmas = {"a": "set", "b": "fire", "c": "fire"}  # a and b: no shared head lemma
+    for scope in ("topic", "corpus"):
+        alone = cluster_vectors(ids, vectors, groups, types, 0.1, scope, k=2)
+        by_lemma = cluster_vectors(ids, vectors, groups, types, 0.1, scope, k=2, lemmas=lemmas, lemma_weight=0.05)
+        linked = cluster_vectors(ids, vectors, groups, types, 0.1, scope, k=2, lemma_weight=0.05,
+                                 links=[("b", "a")])
+        assert partition(alone) == partition(by_lemma) == {frozenset("a"), frozenset("b"), frozenset("c")}
+        assert partition(linked) == {frozenset("ab"), frozenset("c")}
+    swept = threshold_sweep(ids, vectors, groups, types, [0.1, 0.2], lemma_weight=0.05, links=[("a", "b")])
+    assert partition(swept[0.1]) == {frozenset("ab"), frozenset("c")}
+    assert swept[0.2] == cluster_vectors(ids, vectors, groups, types, 0.2, "topic", lemma_weight=0.05,
+                                         links=[("a", "b")])
+    with pytest.raises(ValueError, match="not both"):
+        cluster_vectors(ids, vectors, groups, types, 0.1, "topic", lemmas=lemmas, lemma_weight=0.05, links=[])
+
+
+def test_cluster_with_the_heuristics_evidence_and_its_option_errors(model_dir: Path, dataset: Path,
+                                                                     tmp_path: Path) -> None:
+    from corefsearch.cluster.heuristic import blocks_of, links, mention_contexts
+    from corefsearch.cluster.mentions import read_split_mentions
+
+    out = tmp_path / "c.jsonl"
+    result = cli("cluster", dataset, "--out", out, "--method", "encoder", "--model", model_dir, "--split", "dev",
+                 "--device", "cpu", "--threshold", 0.3, "--lemma-weight", 2, "--evidence", "lemma-heuristic",
+                 "--sentence-overlap", 0)
+    assert result.exit_code == 0, result.output
+    assert "lemma weight β 2 on the pairs lemma-heuristic links (J 0)" in " ".join(result.output.split())
+    found = read_split_mentions(dataset, "dev")
+    contexts = mention_contexts(found.mentions, found.passage_texts)
+    ids, vectors = vectors_of(model_dir, dataset, "dev")
+    topic = {m: DOCS[d][0] for m, d, _, _, _ in MENTIONS if m in ids}
+    types = dict.fromkeys(ids, "event")
+    linked = links(contexts, blocks_of(ids, topic, types), 0.0)
+    assert ("c1-earthquake", "c2-quake") in linked  # "quake" occurs in "earthquake": not the same head lemma
+    expected = cluster_vectors(ids, vectors, topic, types, 0.3, "topic", lemma_weight=2.0, links=linked)
+    assert partition(read_clusters(out)) == partition(expected)
+    assert read_clusters(out)["c1-earthquake"] == read_clusters(out)["c2-quake"]
+    out.unlink()
+    common = ("cluster", dataset, "--out", out, "--device", "cpu")
+    encoder = (*common, "--method", "encoder", "--model", model_dir)
+    assert "--evidence: only with --method encoder" in cli_error(*common, "--method", "lemma", "--evidence",
+                                                                 "lemma-heuristic")
+    assert "--evidence must be one of lemma, lemma-heuristic" in cli_error(*encoder, "--evidence", "rule")
+    assert "with --lemma-weight 0 there is none" in cli_error(*encoder, "--evidence", "lemma-heuristic",
+                                                              "--lemma-weight", 0)
+    assert "records β 0: give --lemma-weight" in cli_error(*encoder, "--evidence", "lemma-heuristic")
+    assert "--sentence-overlap: only with --method lemma-heuristic or --method encoder --evidence lemma-heuristic" in \
+        cli_error(*encoder, "--sentence-overlap", 0.1)
+    assert "must be at least 0 and below 1" in cli_error(*encoder, "--evidence", "lemma-heuristic",
+                                                         "--lemma-weight", 0.1, "--sentence-overlap", 1)
+    assert "--pair-scorer clusters the scored pairs without it" in cli_error(
+        *encoder, "--evidence", "lemma-heuristic", "--pair-scorer", tmp_path / "scorer")
+    # Checked before anything is read: a missing dataset and model still give the option's error.
+    with pytest.raises(InputError, match="--evidence: only with --method encoder"):
+        cluster_dataset(tmp_path / "missing", out, method="singletons", evidence="lemma", mentions="predicted")
+    with pytest.raises(InputError, match="--evidence must be one of"):
+        cluster_dataset(tmp_path / "missing", out, method="encoder", model=tmp_path / "none", evidence="x",
+                        mentions="predicted")
+    assert not out.exists()
+
+
 def test_lemma_weight_options_are_checked(tiny_base: Path, dataset: Path, model_dir: Path, tmp_path: Path) -> None:
     common = ("cluster", dataset, "--out", tmp_path / "c.jsonl", "--device", "cpu")
     assert "--lemma-weight (the cosine distance a shared head lemma takes off a pair) must be between 0 and 2" in \

@@ -27,8 +27,10 @@ from corefsearch.cluster.agglomerative import (
     canonical_labels,
     cluster_dense,
     cluster_knn,
+    condensed_mask,
     distinct_rows,
     knn_edges,
+    linkage_tree,
     pair_distances,
 )
 from corefsearch.cluster.inputs import ENTITY_END, ENTITY_START, MentionRecord, encoder_input, mention_records
@@ -435,6 +437,47 @@ def test_knn_clustering_with_a_lemma_bonus_equals_all_pairs_clustering_when_k_co
         for tau, bonus in ((0.1, 0.1), (0.3, 0.2), (0.6, 0.05)):
             dense = cluster_dense(vectors, tau, labels, bonus)
             assert cluster_knn(vectors, tau, n, labels, bonus).tolist() == dense.tolist()
+
+
+def test_a_mask_of_linked_pairs_equal_to_label_equality_gives_the_same_tree_and_clusters() -> None:
+    rng = np.random.default_rng(8)
+    for _ in range(30):
+        n, d = int(rng.integers(2, 30)), int(rng.integers(2, 8))
+        vectors = rng.normal(size=(max(1, n // 3), d))[rng.integers(0, max(1, n // 3), n)]
+        vectors = vectors + rng.normal(scale=0.4, size=(n, d))
+        labels = [str(x) for x in rng.integers(0, 4, n)]
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if labels[i] == labels[j]]
+        mask = condensed_mask(n, pairs)
+        assert mask.tolist() == [labels[i] == labels[j] for i in range(n) for j in range(i + 1, n)]
+        assert np.array_equal(linkage_tree(vectors, linked=mask, bonus=0.2), linkage_tree(vectors, labels, 0.2))
+        for tau, bonus in ((0.1, 0.1), (0.3, 0.2), (0.6, 0.05)):
+            dense = cluster_dense(vectors, tau, labels, bonus)
+            assert cluster_dense(vectors, tau, bonus=bonus, linked=mask).tolist() == dense.tolist()
+            reversed_pairs = np.asarray([(j, i) for i, j in pairs], dtype=np.int64).reshape(-1, 2)
+            assert cluster_knn(vectors, tau, n, bonus=bonus, linked=reversed_pairs).tolist() == dense.tolist()
+
+
+def test_a_linked_pair_earns_the_bonus_whatever_its_labels() -> None:
+    vectors = at_angles([0, 30, 60, 61])  # 0° and 30°: distance 0.134
+    linked = condensed_mask(4, [(0, 1), (2, 3)])
+    assert np.allclose(pair_distances(vectors, bonus=0.05, linked=linked)[~linked],
+                       pair_distances(vectors)[~linked] + 0.05)
+    expected = {frozenset({0, 1}), frozenset({2, 3})}
+    assert partition(cluster_dense(vectors, 0.1, bonus=0.05, linked=linked)) == expected
+    assert partition(cluster_knn(vectors, 0.1, 3, bonus=0.05, linked=[(1, 0)])) == expected
+    assert partition(cluster_dense(vectors, 0.1, bonus=0.05, linked=condensed_mask(4, []))) == \
+        partition(cluster_dense(vectors, 0.1))
+    # Identical vectors are one node of the kNN graph: an edge is flagged by its nodes' first rows.
+    copies = at_angles([0, 0, 30])
+    assert partition(cluster_knn(copies, 0.1, 2, bonus=0.05, linked=[(0, 2)])) == {frozenset({0, 1, 2})}
+    assert partition(cluster_knn(copies, 0.1, 2, bonus=0.05, linked=[(1, 2)])) == {frozenset({0, 1}),
+                                                                                   frozenset({2})}
+    with pytest.raises(ValueError, match="not both"):
+        cluster_dense(vectors, 0.1, ["a"] * 4, 0.05, linked)
+    with pytest.raises(ValueError, match="6 pairs"):
+        pair_distances(vectors, bonus=0.05, linked=np.zeros(5, dtype=bool))
+    with pytest.raises(ValueError, match="two different rows"):
+        condensed_mask(4, [(1, 1)])
 
 
 def test_knn_edges_are_each_pair_once_with_exact_similarities() -> None:

@@ -65,9 +65,14 @@ def cluster_command(
     lemma_weight: Annotated[Optional[float], typer.Option(  # noqa: UP045
         help="With --method encoder: β, the cosine distance taken off a pair of mentions with the same head "
              "lemma (0: the encoder alone; default: the model's, picked on dev by `train clusterer`).")] = None,
+    evidence: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --method encoder: what earns a pair the bonus β of --lemma-weight: lemma (the same head lemma; "
+             "the default) | lemma-heuristic (the pair is linked by the rule of --method lemma-heuristic, at its "
+             "--sentence-overlap).")] = None,
     sentence_overlap: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        help="With --method lemma-heuristic: J, the Jaccard similarity of two mentions' sentences (the sets of "
-             "their content words' lemmas) that a link must exceed (default 0.05; 0: no sentence condition).")
+        help="With --method lemma-heuristic (or --method encoder --evidence lemma-heuristic): J, the Jaccard "
+             "similarity of two mentions' sentences (the sets of their content words' lemmas) that a link must "
+             "exceed (default 0.05; 0: no sentence condition).")
                                 ] = None,
     pair_scorer: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--pair-scorer", help="With --method encoder: a pair scorer from `train pair-scorer` scores the candidate "
@@ -102,7 +107,7 @@ def cluster_command(
                                   topics=topics, write_topics=write_topics, model=model, threshold=threshold, k=k,
                                   batch_size=batch_size, device=device, lemma_weight=lemma_weight, encoding=encoding,
                                   mentions=mentions, sentence_overlap=sentence_overlap, pair_scorer=pair_scorer,
-                                  pair_threshold=pair_threshold)
+                                  pair_threshold=pair_threshold, evidence=evidence)
     print_cluster_summary(summary, summary.scope, console)
 
 

@@ -216,6 +216,8 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
     at = f" at τ {summary.threshold:g}" if summary.threshold is not None else ""
     if summary.lemma_weight:
         at += f", lemma weight β {summary.lemma_weight:g}"
+        if getattr(summary, "evidence", None) == "lemma-heuristic":
+            at += f" on the pairs lemma-heuristic links (J {summary.sentence_overlap:g})"
     stages = (" (" + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in summary.stages.items()) + ")"
               if summary.stages else "")
     if getattr(summary, "pairs_total", None) is not None:

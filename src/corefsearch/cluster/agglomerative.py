@@ -87,9 +87,30 @@ def canonical_labels(labels: Any) -> np.ndarray:
     return order[inverse].astype(np.int64)
 
 
-def pair_distances(vectors: Any, labels: Sequence[str] | None = None, bonus: float = 0.0) -> np.ndarray:
+def condensed_mask(n: int, pairs: Any) -> np.ndarray:
+    """A boolean vector in scipy's ``pdist`` order over ``n`` rows, true at the row pairs of ``pairs``
+    (an m × 2 array or sequence of ``(i, j)``, either order, i ≠ j)."""
+    mask = np.zeros(n * (n - 1) // 2, dtype=bool)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if len(pairs):
+        i, j = pairs.min(axis=1), pairs.max(axis=1)
+        if (i == j).any() or i.min() < 0 or j.max() >= n:
+            raise ValueError(f"linked pairs must be two different rows of {n}")
+        mask[n * i - i * (i + 1) // 2 + (j - i - 1)] = True
+    return mask
+
+
+def _check_evidence(labels: Sequence[str] | None, linked: Any) -> None:
+    if labels is not None and linked is not None:
+        raise ValueError("the bonus goes to pairs with equal labels or to linked pairs, not both")
+
+
+def pair_distances(vectors: Any, labels: Sequence[str] | None = None, bonus: float = 0.0,
+                   linked: Any = None) -> np.ndarray:
     """The condensed matrix (scipy's ``pdist`` order) of the rows' cosine distances, where a pair whose
     ``labels`` are equal (a mention pair with the same head lemma) is ``bonus`` closer than the others.
+    ``linked`` instead of ``labels``: a boolean vector in the same order (:func:`condensed_mask`), the pairs
+    that earn the bonus (e.g. those a rule links), whatever their labels.
 
     scipy's linkage refuses negative distances, so rather than taking ``bonus`` off the equal pairs it is
     added to all the others: every average is then ``bonus`` higher than with the bonus taken off (an
@@ -99,20 +120,28 @@ def pair_distances(vectors: Any, labels: Sequence[str] | None = None, bonus: flo
     these are exactly the distances ``linkage(vectors, metric="cosine")`` computes."""
     from scipy.spatial.distance import pdist
 
+    _check_evidence(labels, linked)
     distances = pdist(normalised(vectors).astype(np.float64), metric="cosine")
     if bonus and labels is not None:
         codes = np.unique(np.asarray(labels, dtype=object), return_inverse=True)[1]
         different = pdist(codes[:, None].astype(np.float64), metric="hamming") != 0
         distances = distances + bonus * different
+    elif bonus and linked is not None:
+        linked = np.asarray(linked, dtype=bool)
+        if linked.shape != distances.shape:
+            raise ValueError(f"linked: {linked.shape[0] if linked.ndim == 1 else linked.shape} flags for "
+                             f"{len(distances)} pairs")
+        distances = distances + bonus * ~linked
     return distances
 
 
-def linkage_tree(vectors: Any, labels: Sequence[str] | None = None, bonus: float = 0.0) -> np.ndarray:
+def linkage_tree(vectors: Any, labels: Sequence[str] | None = None, bonus: float = 0.0,
+                 linked: Any = None) -> np.ndarray:
     """scipy's average-linkage tree of the rows over :func:`pair_distances` (at least two rows); cut it
     with :func:`cut_tree` and the same ``bonus``."""
     from scipy.cluster.hierarchy import linkage
 
-    return linkage(pair_distances(vectors, labels, bonus), method="average")
+    return linkage(pair_distances(vectors, labels, bonus, linked), method="average")
 
 
 def cut_tree(tree: np.ndarray, tau: float, bonus: float = 0.0) -> np.ndarray:
@@ -122,15 +151,17 @@ def cut_tree(tree: np.ndarray, tau: float, bonus: float = 0.0) -> np.ndarray:
     return canonical_labels(fcluster(tree, t=tau + bonus, criterion="distance"))
 
 
-def cluster_dense(vectors: Any, tau: float, labels: Sequence[str] | None = None, bonus: float = 0.0) -> np.ndarray:
+def cluster_dense(vectors: Any, tau: float, labels: Sequence[str] | None = None, bonus: float = 0.0,
+                  linked: Any = None) -> np.ndarray:
     """Cluster labels (0.., by first appearance) of average linkage on cosine distance over all pairs,
     merging while the average distance of the closest two clusters is ≤ ``tau``; pairs with equal
-    ``labels`` are ``bonus`` closer (:func:`pair_distances`)."""
+    ``labels``, or the pairs flagged in ``linked``, are ``bonus`` closer (:func:`pair_distances`)."""
     _check_tau(tau)
+    _check_evidence(labels, linked)
     if len(np.asarray(vectors)) < 2:
         return np.zeros(len(normalised(vectors)), dtype=np.int64)  # (normalised: a zero vector is refused)
-    bonus = bonus if labels is not None else 0.0
-    return cut_tree(linkage_tree(vectors, labels, bonus), tau, bonus)
+    bonus = bonus if labels is not None or linked is not None else 0.0
+    return cut_tree(linkage_tree(vectors, labels, bonus, linked), tau, bonus)
 
 
 def knn_edges(vectors: Any, k: int, device: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -178,13 +209,16 @@ def knn_edges(vectors: Any, k: int, device: str = "cpu") -> tuple[np.ndarray, np
 
 
 def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | None = None,
-                bonus: float = 0.0, device: str = "cpu") -> np.ndarray:
+                bonus: float = 0.0, device: str = "cpu", linked: Any = None) -> np.ndarray:
     """Cluster labels (0.., by first appearance) of average linkage over the kNN graph (pairs that are
     not edges count as cosine distance 1), merging while the closest average distance is ≤ ``tau``.
     An edge whose two ends have equal ``labels`` is ``bonus`` more similar (as in :func:`pair_distances`;
     a pair that is not an edge gets no bonus, and identical vectors, merged into one node, take the
-    label of the first). ``device``: where FAISS finds the neighbours (see :func:`knn_edges`)."""
+    label of the first). ``linked`` instead of ``labels``: the row pairs that earn the bonus (an m × 2
+    array of ``(i, j)``), an edge flagged when the first rows of its two nodes are such a pair.
+    ``device``: where FAISS finds the neighbours (see :func:`knn_edges`)."""
     _check_tau(tau)
+    _check_evidence(labels, linked)
     if k < 1:
         raise InputError(f"--k must be at least 1, got {k}")
     if tau >= 1:
@@ -202,10 +236,26 @@ def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | N
         codes = np.unique(np.asarray(labels, dtype=object), return_inverse=True)[1]
         node_codes = codes[np.unique(copy_of, return_index=True)[1]]  # the label of each node's first row
         sims = sims + bonus * (node_codes[a] == node_codes[b])
+    elif bonus and linked is not None:
+        sims = sims + bonus * _linked_edges(a, b, copy_of, linked, len(copy_of))
     labels = np.arange(n, dtype=np.int64)
     if n >= 2:
         _cluster_graph(a, b, sims, tau, weights, labels)
     return canonical_labels(labels[copy_of])
+
+
+def _linked_edges(a: np.ndarray, b: np.ndarray, copy_of: np.ndarray, linked: Any, rows: int) -> np.ndarray:
+    """For each node edge ``(a, b)``: whether the first rows of its two nodes are a pair of ``linked``."""
+    pairs = np.asarray(linked, dtype=np.int64).reshape(-1, 2)
+    if not len(pairs) or not len(a):
+        return np.zeros(len(a), dtype=bool)
+    if pairs.min() < 0 or pairs.max() >= rows:
+        raise ValueError(f"linked pairs must be rows of {rows}")
+    first = np.unique(copy_of, return_index=True)[1]  # each node's first row
+    left, right = first[a], first[b]
+    keys = np.minimum(left, right) * rows + np.maximum(left, right)
+    wanted = np.minimum(pairs[:, 0], pairs[:, 1]) * rows + np.maximum(pairs[:, 0], pairs[:, 1])
+    return np.isin(keys, wanted)
 
 
 def graph_average_linkage(n: int, a: np.ndarray, b: np.ndarray, similarities: np.ndarray, tau: float) -> np.ndarray:

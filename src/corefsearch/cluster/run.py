@@ -12,12 +12,14 @@ from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, resolve_device
 from corefsearch.cluster.agreement import Agreement, agreement, ecbplus_subtopics
 from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
-from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K
+from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K, check_evidence
 from corefsearch.cluster.heuristic import (
     DEFAULT_SENTENCE_OVERLAP,
     PairCounts,
+    blocks_of,
     check_sentence_overlap,
     heuristic_clusters,
+    links,
     mention_contexts,
     pair_counts,
 )
@@ -70,6 +72,7 @@ class ClusterSummary:
     topic_agreement: Agreement | None = None  # predicted-topic: the groups against the gold topics
     subtopic_agreement: Agreement | None = None  # ... and against the ECB+ subtopics (e.g. 36ecb, 36ecbplus)
     pair_clustering: str | None = None  # --pair-scorer: the linkage, threshold and pairs scored
+    evidence: str | None = None  # --method encoder --evidence lemma-heuristic: the rule whose links earn β
 
 
 ALL_METHODS = (*METHODS, "encoder", "lemma-heuristic")
@@ -105,7 +108,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                     device: str = "auto", encoding: MentionEncoding | None = None,
                     lemma_weight: float | None = None, mentions: str = "gold",
                     sentence_overlap: float | None = None, pair_scorer: Path | None = None,
-                    pair_threshold: float | None = None) -> ClusterSummary:
+                    pair_threshold: float | None = None, evidence: str | None = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``split`` defaults to test. ``mentions`` predicted: the detector's mentions of the passages of ``split``
@@ -122,6 +125,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     encoded instead of here (:class:`MentionEncoding`, e.g. on a Ray cluster), to the same vectors.
     With ``method`` lemma-heuristic: ``sentence_overlap``, the Jaccard similarity J that linked mentions' sentences
     must exceed (default 0.05; 0: no such condition; see ``heuristic.py``).
+    ``evidence`` (with ``method`` encoder): what earns a pair the bonus β: ``lemma`` (the same head lemma, the
+    default) or ``lemma-heuristic`` (a link of that method's rule at ``sentence_overlap``).
     ``pair_scorer`` (with ``method`` encoder): a pair scorer folder (``train pair-scorer``) scores the candidate
     pairs (``candidates.py``: same head lemma, the encoder's nearest) and clusters them at its threshold (or
     ``pair_threshold``) instead of the encoder's τ."""
@@ -146,10 +151,19 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     if mentions == "gold" and split == ALL_PASSAGES:
         raise InputError(f"--split {ALL_PASSAGES}: only with --mentions predicted (gold mentions are clustered by "
                          "the split of their cluster in clusters.jsonl)")
+    if evidence is not None:
+        check_evidence(evidence)
+        if method == "encoder" and pair_scorer is not None:
+            raise InputError("--evidence: what earns a pair the bonus β of the encoder's clustering; --pair-scorer "
+                             "clusters the scored pairs without it, leave --evidence out")
+        if method == "encoder" and evidence == "lemma-heuristic" and lemma_weight == 0:
+            raise InputError("--evidence lemma-heuristic gives the bonus β to the pairs the rule links: with "
+                             "--lemma-weight 0 there is none; give β > 0")
     if sentence_overlap is not None:
-        if method != "lemma-heuristic":
-            raise InputError(f"--sentence-overlap: only with --method lemma-heuristic (the Jaccard similarity its "
-                             f"sentences must exceed), not with --method {method}")
+        if method != "lemma-heuristic" and not (method == "encoder" and evidence == "lemma-heuristic"):
+            raise InputError(f"--sentence-overlap: only with --method lemma-heuristic or --method encoder --evidence "
+                             f"lemma-heuristic (the Jaccard similarity linked mentions' sentences must exceed), not "
+                             f"with --method {method}" + (" alone" if method == "encoder" else ""))
         check_sentence_overlap(sentence_overlap)
     if pair_threshold is not None and pair_scorer is None:
         raise InputError("--pair-threshold: only with --pair-scorer (the probability above which scored pairs link)")
@@ -159,7 +173,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         check_pair_options(method, scope, pair_threshold, threshold, lemma_weight)
     if method != "encoder":
         given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
-                                          ("--lemma-weight", lemma_weight)) if value is not None]
+                                          ("--lemma-weight", lemma_weight), ("--evidence", evidence))
+                 if value is not None]
         given += [encoding.option] if encoding is not None else []
         if given:
             raise InputError(f"{', '.join(given)}: only with --method encoder (the trained mention encoder), "
@@ -225,7 +240,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         scored: dict[str, Any] = {"folder": pair_scorer, "threshold": pair_threshold}
         assignment, tau, beta, encoded = _encoder_assignment(
             Path(dataset), split, found, groups, scope, Path(model), threshold, lemma_weight,
-            DEFAULT_K if k is None else k, batch_size, device, stages, encoding, scored)
+            DEFAULT_K if k is None else k, batch_size, device, stages, encoding, scored, evidence or "lemma",
+            DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap)
     elif method == "lemma-heuristic":
         sentence_overlap = DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap
         result = heuristic_clusters(mention_contexts(found.mentions, found.passage_texts), groups,
@@ -244,6 +260,9 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                           tau, beta, stages, encoded, found.kind, found.detector, split, sentence_overlap,
                           pairs.kept if pairs is not None else None, pairs.total if pairs is not None else None)
     summary.scope = scope
+    if method == "encoder" and evidence == "lemma-heuristic" and pair_scorer is None:
+        summary.evidence, summary.sentence_overlap = "lemma-heuristic", (
+            DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap)
     if pair_scorer is not None:
         summary.threshold, summary.lemma_weight, summary.pair_clustering = None, None, scored["note"]
     if scope == "predicted-topic":
@@ -265,13 +284,15 @@ def topic_agreements(found: SplitMentions, doc_groups: dict[str, str]) -> tuple[
 def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups: dict[str, str],
                         scope: str, model: Path, threshold: float | None, lemma_weight: float | None, k: int,
                         batch_size: int, device: str, stages: dict[str, float],
-                        encoding: MentionEncoding | None = None, scored: dict[str, Any] | None = None
+                        encoding: MentionEncoding | None = None, scored: dict[str, Any] | None = None,
+                        evidence: str = "lemma", sentence_overlap: float = DEFAULT_SENTENCE_OVERLAP
                         ) -> tuple[dict[str, str], float, float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
     distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
     the steps go into ``stages``. ``scored``: ``{"folder", "threshold"}`` of a pair scorer that clusters the
-    candidate pairs instead (``scorer.py``); what it did is written back under ``"note"``."""
+    candidate pairs instead (``scorer.py``); what it did is written back under ``"note"``. ``evidence``
+    lemma-heuristic: β goes to the pairs the lemma-heuristic rule links at ``sentence_overlap`` instead."""
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
 
@@ -282,6 +303,9 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
         raise InputError(f"{model}: the mention encoder records no threshold (it was trained without a dev split); "
                          "give --threshold τ (a cosine distance, e.g. 0.5)")
     beta = encoder.config.lemma_weight if lemma_weight is None else lemma_weight
+    if evidence == "lemma-heuristic" and not beta and (scored is None or scored["folder"] is None):
+        raise InputError(f"--evidence lemma-heuristic gives the bonus β to the pairs the rule links, and {model} "
+                         "records β 0: give --lemma-weight β (> 0)")
     mentions = found.mentions
     records = predicted_records(dataset, found) if found.kind == "predicted" else split_records(dataset, split)
     ids = [r.mention_id for r in records]
@@ -301,12 +325,18 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
                                                          types, scored["threshold"], batch_size, device, stages)
         return assignment, float(tau), float(beta), int(encoder.last_unique_inputs or 0)
     lemmas = None
-    if beta:
+    linked = None
+    if beta and evidence == "lemma-heuristic":
+        started = time.perf_counter()
+        contexts = mention_contexts(mentions, found.passage_texts)
+        linked = links(contexts, blocks_of(contexts, groups, types), sentence_overlap)
+        stages["links"] = time.perf_counter() - started
+    elif beta:
         started = time.perf_counter()
         lemmas = mention_head_lemmas(mentions, found.passage_texts)
         stages["lemmas"] = time.perf_counter() - started
     started = time.perf_counter()
     assignment = cluster_vectors(ids, vectors, groups, types, float(tau), scope, k, lemmas, float(beta),
-                                 resolve_device(device))
+                                 resolve_device(device), linked)
     stages["cluster"] = time.perf_counter() - started
     return assignment, float(tau), float(beta), int(encoder.last_unique_inputs or 0)
