@@ -15,7 +15,7 @@ of Barhom et al. 2019 that the published systems use), ``topic`` (gold topics, a
 ``corpus`` (every mention of the split at once).
 
 Methods: ``lemma``, ``lemma-heuristic`` (Ahmed et al. 2023's rule), and with ``--model TYPE=DIR``: ``encoder``
-(its own τ and β), ``encoder + heuristic evidence`` (``--evidence heuristic``, with ``--evidence-options``,
+(its own τ and β), ``encoder + heuristic evidence`` (``--evidence lemma-heuristic``, with ``--evidence-options``,
 dev's choice) and, with ``--pair-scorer TYPE=DIR``, ``encoder + pair scorer``. Each clustering runs as its own
 ``corefsearch cluster`` process under ``/usr/bin/time``, so its seconds and peak memory are what a user sees
 (start-up, spaCy and model loading included); the tables give them per 1,000 mentions too.
@@ -149,7 +149,7 @@ def method_rows(mention_type: str, models: list[tuple[str | None, Path]], scorer
             continue
         encoder = ["--method", "encoder", "--model", str(model)]
         rows.append((f"encoder {model.name}", encoder))
-        rows.append((f"encoder {model.name} + heuristic evidence", [*encoder, "--evidence", "heuristic", *evidence]))
+        rows.append((f"encoder {model.name} + heuristic evidence", [*encoder, "--evidence", "lemma-heuristic", *evidence]))
         rows += [(f"encoder {model.name} + pair scorer {scorer.name}", [*encoder, "--pair-scorer", str(scorer)])
                  for kind_s, scorer in scorers if kind_s in (None, mention_type)]
     return rows
