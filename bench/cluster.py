@@ -149,7 +149,8 @@ def method_rows(mention_type: str, models: list[tuple[str | None, Path]], scorer
             continue
         encoder = ["--method", "encoder", "--model", str(model)]
         rows.append((f"encoder {model.name}", encoder))
-        rows.append((f"encoder {model.name} + heuristic evidence", [*encoder, "--evidence", "lemma-heuristic", *evidence]))
+        rows.append((f"encoder {model.name} + heuristic evidence",
+                     [*encoder, "--evidence", "lemma-heuristic", *evidence]))
         rows += [(f"encoder {model.name} + pair scorer {scorer.name}", [*encoder, "--pair-scorer", str(scorer)])
                  for kind_s, scorer in scorers if kind_s in (None, mention_type)]
     return rows
