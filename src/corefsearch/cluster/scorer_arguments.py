@@ -116,8 +116,10 @@ class PairScorerTrainingArguments(TrainingArguments):
                 + (", averaged over both orders" if options.get("both_orders") else "")
                 + ". The candidate pairs are "
                 + " and ".join(part for part, on in sources if on)
-                + "; " + (f"they are clustered by {linkage} linkage at p > {threshold:g} (picked on dev)."
-                          if threshold is not None else "a threshold is to be given (no dev split picked one)."))
+                + "; " + ((f"the clusters are the connected components of the pairs with p > {threshold:g}"
+                           if linkage == "components" else f"they are clustered by average linkage on 1 − p at "
+                           f"p ≥ {threshold:g}") + " (picked on dev)." if threshold is not None
+                          else "a threshold is to be given (no dev split picked one)."))
         return CardText("transformers", "text-classification", "corefsearch mention-pair scorer (cross-encoder)",
                         ["corefsearch", "cross-document-coreference", "coreference-clustering", "cross-encoder"],
                         what, _usage(folder_name))
