@@ -142,7 +142,8 @@ def mention_type_of(dataset: Path) -> str:
 
 
 def method_rows(mention_type: str, models: list[tuple[str | None, Path]], scorers: list[tuple[str | None, Path]],
-                evidence: list[str]) -> list[tuple[str, list[str]]]:
+                evidence_by_type: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    evidence = evidence_by_type.get(mention_type, evidence_by_type.get("", []))
     rows = [("lemma", ["--method", "lemma"]), ("lemma-heuristic", ["--method", "lemma-heuristic"])]
     for kind, model in models:
         if kind not in (None, mention_type):
@@ -197,7 +198,7 @@ def agreement_line(name: str, dataset: Path, written: Path) -> str:
 
 def run(root: Path, corpora: list[tuple[str, Path, str]], groupings: list[str],
         models: list[tuple[str | None, Path]], scorers: list[tuple[str | None, Path]],
-        evidence: list[str]) -> list[str]:
+        evidence: dict[str, list[str]]) -> list[str]:
     header = ["Grouping", "Method", "CoNLL F1", "CoNLL F1, singletons dropped",
               *(f"{m} F1" for m in METRIC_NAMES), "s", "peak MB", "s / 1,000 mentions"]
     lines: list[str] = []
@@ -245,9 +246,9 @@ def main(argv: list[str] | None = None) -> None:
                              "TYPE=DIR (event or entity only); repeatable.")
     parser.add_argument("--pair-scorer", type=parse_model, action="append", default=[],
                         help="A pair scorer from `corefsearch train pair-scorer`, as DIR or TYPE=DIR; repeatable.")
-    parser.add_argument("--evidence-options", default="",
-                        help="Options of the encoder + heuristic evidence rows (dev's choice, e.g. "
-                             "'--lemma-weight 0.2 --threshold 0.1').")
+    parser.add_argument("--evidence-options", action="append", default=[],
+                        help="[TYPE=]OPTIONS of the encoder + heuristic evidence rows (dev's choice, e.g. "
+                             "'entity=--lemma-weight 0.2 --threshold 0.1'); repeatable.")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md")
     args = parser.parse_args(argv)
     root = args.out_dir or Path(tempfile.mkdtemp(prefix="corefsearch-cluster-bench-"))
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     corpora = args.corpus or [(f"ECB+ {t}s", build(root, t), "gold") for t in ("event", "entity")]
     started = time.perf_counter()
     tables = run(root, corpora, [g.strip() for g in args.groupings.split(",") if g.strip()], args.model,
-                 args.pair_scorer, shlex.split(args.evidence_options))
+                 args.pair_scorer, evidence_options(args.evidence_options))
     minutes = (time.perf_counter() - started) / 60
     published = markdown_table(["Mentions", "Published system (setting)", "CoNLL F1"],
                                [list(row) for row in PUBLISHED_ROWS], "llr")
@@ -271,6 +272,18 @@ def main(argv: list[str] | None = None) -> None:
     head = "\n".join(lines)
     print(head)
     write_head(args.results, head)
+
+
+def evidence_options(values: list[str]) -> dict[str, list[str]]:
+    """``{mention type or "": options}`` of ``--evidence-options [TYPE=]OPTIONS``."""
+    found = {}
+    for value in values:
+        kind, sep, rest = value.partition("=")
+        if sep and kind in ("event", "entity"):
+            found[kind] = shlex.split(rest)
+        else:
+            found[""] = shlex.split(value)
+    return found
 
 
 def write_head(path: Path, head: str) -> None:
