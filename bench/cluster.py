@@ -213,14 +213,21 @@ def run(root: Path, corpora: list[tuple[str, Path, str]], groupings: list[str],
                 notes.append(f"- {grouping}: not ECB+ document ids, no row")
                 continue
             for method, method_options in method_rows(mention_type, models, scorers, evidence):
+                if grouping == "corpus" and "--pair-scorer" in method_options:
+                    continue  # the pair scorer reads candidate pairs within groups (it refuses --scope corpus)
                 stem = f"{name}-{grouping}-{method}".replace(" ", "_").replace("+", "plus").replace("/", "_")
                 out = root / "clusters" / f"{stem}.jsonl"
                 out.parent.mkdir(parents=True, exist_ok=True)
                 written = root / "clusters" / f"{stem}.topics.tsv"
                 extra = ["--write-topics", str(written)] if grouping == "predicted-topic" else []
                 log(f"{name}: {method}, {grouping}")
-                seconds, peak = timed_command([*CLI, "cluster", str(dataset), "--out", str(out), "--split", "test",
-                                               "--mentions", kind, *options, *extra, *method_options])
+                try:
+                    seconds, peak = timed_command([*CLI, "cluster", str(dataset), "--out", str(out), "--split",
+                                                   "test", "--mentions", kind, *options, *extra, *method_options])
+                except SystemExit as failed:  # one row says so; the other rows still run
+                    reason = str(failed).strip().splitlines()[-1][:160]
+                    rows.append([grouping, method, "failed", "", *([""] * len(METRIC_NAMES)), "", "", reason])
+                    continue
                 if extra and not any(n.startswith(f"- {name}, predicted") for n in notes):
                     notes.append(agreement_line(name, dataset, written))
                 mentions = sum(1 for _ in out.open(encoding="utf-8"))
