@@ -135,41 +135,49 @@ def our_rows(folders: dict[str, Path]) -> dict[str, tuple[Path, str]]:
     return rows
 
 
+def row_name(name: str, batch: int, batches: Sequence[int]) -> str:
+    return f"{name}, batch {batch}" if len(batches) > 1 else name
+
+
 def speed(rows: dict[str, tuple[Path, str]], peer: Any, titles: list[str], texts: list[str], threads: int,
-          repeats: int) -> dict[str, list[float]]:
-    """Seconds per round of each row (corefsearch's and the peer's), rows taking turns in a rotated order."""
+          repeats: int, batches: Sequence[int]) -> dict[str, list[float]]:
+    """Seconds per round of each row (corefsearch's and the peer's) at each batch size, rows taking turns
+    in a rotated order."""
     joined = [f"{title} [SEP] {text}" if title else text for title, text in zip(titles, texts, strict=True)]
     timers: dict[str, Callable[[], float]] = {}
+    warm = max(batches)
     for name, (folder, backend) in rows.items():
         model = load(folder, backend, threads)
+        model.passage_encoder.encode_passages(titles[:warm], texts[:warm], max_length=MAX_LENGTH,
+                                              batch_size=warm)  # warm-up, untimed
+        for batch in batches:
+            def timer(m: Any = model, ti: list[str] = titles, te: list[str] = texts, b: int = batch) -> float:
+                began = time.perf_counter()
+                m.passage_encoder.encode_passages(ti, te, max_length=MAX_LENGTH, batch_size=b)
+                return time.perf_counter() - began
 
-        def timer(m: Any = model, ti: list[str] = titles, te: list[str] = texts) -> float:
-            began = time.perf_counter()
-            m.passage_encoder.encode_passages(ti, te, max_length=MAX_LENGTH, batch_size=BATCH)
-            return time.perf_counter() - began
-
-        model.passage_encoder.encode_passages(titles[:BATCH], texts[:BATCH], max_length=MAX_LENGTH,
-                                              batch_size=BATCH)  # warm-up, untimed
-        timers[name] = timer
+            timers[row_name(name, batch, batches)] = timer
     if peer is not None:
-        peer.hold(joined[:BATCH])
+        peer.hold(joined[:warm])
         for row in peer.rows:
-            peer.run(row)  # warm-up, untimed
+            peer.run(row, batch=warm)  # warm-up, untimed
         peer.hold(joined)
         for row in peer.rows:
-            timers[f"{PEER} {row}"] = (lambda r: lambda: peer.run(r))(row)
+            for batch in batches:
+                timers[row_name(f"{PEER} {row}", batch, batches)] = (lambda r, b: lambda: peer.run(r, batch=b))(row,
+                                                                                                              batch)
     names = list(timers)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
         for name in names[round_ % len(names):] + names[:round_ % len(names)]:
             seconds[name].append(timers[name]())
-        log(f"round {round_ + 1} (load {load_average()}): "
+        log(f"round {round_ + 1} of {repeats} (load {load_average()}): "
             + ", ".join(f"{n} {len(texts) / s[-1]:.0f}/s" for n, s in seconds.items()))
     return seconds
 
 
 def mrr(rows: dict[str, tuple[Path, str]], collection: Path, n_queries: int, mrr_passages: int | None,
-        threads: int) -> tuple[dict[str, float], int, int]:
+        threads: int, batch: int) -> tuple[dict[str, float], int, int]:
     """MRR@10 of each of corefsearch's rows: exact inner-product search over the (maybe cut) collection."""
     import faiss
     import numpy as np
@@ -195,7 +203,7 @@ def mrr(rows: dict[str, tuple[Path, str]], collection: Path, n_queries: int, mrr
         model = load(folder, backend, threads)
         log(f"MRR@10 with {name}: encoding {len(passages):,} passages and {len(queries):,} queries")
         vectors = model.passage_encoder.encode_passages([p.title for p in passages], [p.text for p in passages],
-                                                        max_length=model.config.max_passage_len, batch_size=BATCH)
+                                                        max_length=model.config.max_passage_len, batch_size=batch)
         index = faiss.IndexFlatIP(vectors.shape[1])
         index.add(np.ascontiguousarray(vectors, dtype=np.float32))
         query_vectors = model.query_encoder.encode_queries(queries, max_length=model.config.max_query_len)
@@ -229,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mrr-passages", type=int, default=None,
                         help="Cut the MRR collection to N passages (a quick check only; default: all test topics).")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-sizes", default=str(BATCH),
+                        help="Batch sizes to time every row at, comma-separated (the first also encodes for MRR@10; "
+                             "the ratio column is against the peer's fastest row at any of them).")
     parser.add_argument("--repeats", type=int, default=3, help="Timed rounds (the median and the best are reported).")
     parser.add_argument("--peer-python", default=None,
                         help="The Python of sentence-transformers' environment (default: work/peer-venv/bin/python if "
@@ -247,6 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corefsearch.dense.model import BiEncoder
 
     torch.set_num_threads(args.threads)
+    try:
+        batches = [int(b) for b in args.batch_sizes.split(",") if b]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        parser.error(f"--batch-sizes takes positive integers, comma-separated, got {args.batch_sizes!r}")
     exports = [e for e in args.exports.split(",") if e]
     unknown = sorted(set(exports) - set(EXPORTS))
     if unknown or not exports:
@@ -281,14 +298,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(f"no {PEER} {row} row: {why}")
     try:
         log(f"timing {len(texts):,} passages on {args.threads} threads, {args.repeats} rounds")
-        seconds = speed(rows, peer, titles, texts, args.threads, args.repeats)
+        seconds = speed(rows, peer, titles, texts, args.threads, args.repeats, batches)
     finally:
         if peer is not None:
             peer.close()
     scores, n_queries, n_passages = {}, 0, 0
     if args.queries > 0:
         test_topics = dataset(root, "ecb-test", BuildOptions(splits=("test",)))
-        scores, n_queries, n_passages = mrr(rows, test_topics, args.queries, args.mrr_passages, args.threads)
+        scores, n_queries, n_passages = mrr(rows, test_topics, args.queries, args.mrr_passages, args.threads,
+                                             batches[0])
     section = report(args, seconds, len(texts), scores, n_queries, n_passages, started, st_folder, peer)
     print(section)
     write_section(args.results, section, SECTION)
@@ -309,8 +327,9 @@ def report(args: argparse.Namespace, seconds: dict[str, list[float]], n_texts: i
     lines = []
     for name in seconds:
         mrr_cells = ["—", "—"]
-        if name in scores and torch_mrr is not None:
-            mrr_cells = [f"{100 * scores[name]:.2f}", f"{100 * (scores[name] - torch_mrr):+.2f}"]
+        base = name.rsplit(", batch ", 1)[0]
+        if base in scores and torch_mrr is not None:
+            mrr_cells = [f"{100 * scores[base]:.2f}", f"{100 * (scores[base] - torch_mrr):+.2f}"]
         ratio = f"{median[name] / median[fastest]:.2f}×" if fastest else "—"
         lines.append([name, f"{median[name]:,.0f}", f"{best[name]:,.0f}", ratio, *mrr_cells])
     encoder = ("the bundled all-MiniLM-L6-v2 as the zero-shot retriever (mean pooling, no markers; exported by "
@@ -322,7 +341,7 @@ def report(args: argparse.Namespace, seconds: dict[str, list[float]], n_texts: i
                "inner-product search, own passage left out." if n_queries else "No MRR@10 (`--queries 0`).")
     info = machine()
     command = (f"python bench/encode_speed.py --passages {args.passages} --queries {args.queries} --threads "
-               f"{args.threads} --repeats {args.repeats} --exports {args.exports}"
+               f"{args.threads} --repeats {args.repeats} --exports {args.exports} --batch-sizes {args.batch_sizes}"
                + (f" --passages-file {args.passages_file}" if args.passages_file is not None else "")
                + (f" --mrr-passages {args.mrr_passages}" if args.mrr_passages is not None else "")
                + (f" --encoder {args.encoder}" if args.encoder != "default" else ""))
@@ -338,9 +357,12 @@ def report(args: argparse.Namespace, seconds: dict[str, list[float]], n_texts: i
     parts = [
         SECTION, "",
         f"Run {started:%Y-%m-%d %H:%M} by `{command}`. Encoder: {encoder}. Speed: {n_texts:,} passages, `title "
-        f"[SEP] text` cut to {MAX_LENGTH} tokens, batches of {BATCH}, {args.threads} threads, {args.repeats} rounds in "
+        f"[SEP] text` cut to {MAX_LENGTH} tokens, batches of {args.batch_sizes}, {args.threads} threads, "
+        f"{args.repeats} rounds in "
         f"rotated order (median and best round). corefsearch's rows: `--backend torch`, and `onnx` / `onnx-int8` "
-        f"of each export (`export-onnx --quantize-ops linear|all`, `fused-`: with `--fuse`). {peer_text} "
+        f"of each export (`export-onnx --quantize-ops linear|all`; `fused-`: with `--fuse`, the default for "
+        f"BERT-style encoders; without it, `--no-fuse`); corefsearch forms its batches from passages sorted by "
+        f"token count, sentence-transformers by characters. {peer_text} "
         f"{quality} torch {torch.__version__}, ONNX Runtime {onnxruntime.__version__}.",
         "",
         markdown_table(["Encoder", "passages/s (median)", "best", f"× {fastest or 'peer'} (median)", "MRR@10",

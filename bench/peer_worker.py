@@ -10,8 +10,8 @@ JSON lines, so that the bench keeps its rows taking turns with corefsearch's:
 - it answers ``{"ready": {"rows": [...], "skipped": {row: why}, "versions": {...}}}`` once loaded;
 - ``{"op": "data", "texts": [...]}`` (encode) holds the texts to encode;
 - ``{"op": "run", "row": ROW}`` (encode: the held texts) or ``{"op": "run", "row": ROW, "pairs":
-  [[query, passage], ...]}`` (rerank) answers ``{"seconds": s}``: the time of ``encode`` /
-  ``predict`` alone, measured here (the pipe is not timed);
+  [[query, passage], ...]}`` (rerank), with an optional ``"batch"`` (default ``--batch``), answers
+  ``{"seconds": s}``: the time of ``encode`` / ``predict`` alone, measured here (the pipe is not timed);
 - ``{"op": "quit"}`` (or the end of its input) ends it.
 
 The ONNX models are exported as sentence-transformers does it (``backend="onnx"`` from the model
@@ -139,8 +139,10 @@ class Peer:
     def hold(self, texts: list[str]) -> None:
         self._send({"op": "data", "texts": texts})
 
-    def run(self, row: str, pairs: list[tuple[str, str]] | None = None) -> float:
+    def run(self, row: str, pairs: list[tuple[str, str]] | None = None, batch: int | None = None) -> float:
         request: dict[str, Any] = {"op": "run", "row": row}
+        if batch is not None:
+            request["batch"] = batch
         if pairs is not None:
             request["pairs"] = [list(pair) for pair in pairs]
         return float(self._send(request)["seconds"])
@@ -184,12 +186,12 @@ def main(argv: list[str] | None = None) -> int:
             texts = request["texts"]
             answer: dict[str, Any] = {"ok": True}
         else:
-            model = rows[request["row"]]
+            model, batch = rows[request["row"]], int(request.get("batch", args.batch))
             began = time.perf_counter()
             if args.kind == ENCODE:
-                model.encode(texts, batch_size=args.batch, show_progress_bar=False)
+                model.encode(texts, batch_size=batch, show_progress_bar=False)
             else:
-                model.predict([tuple(pair) for pair in request["pairs"]], batch_size=args.batch,
+                model.predict([tuple(pair) for pair in request["pairs"]], batch_size=batch,
                               show_progress_bar=False)
             answer = {"seconds": time.perf_counter() - began}
         print(json.dumps(answer), file=out, flush=True)

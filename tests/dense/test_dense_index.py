@@ -619,4 +619,19 @@ def test_encoding_in_length_order_and_in_halves_after_running_out_of_memory_give
     assert np.allclose(halved, together, atol=1e-5)
     assert encoder.fits == 4 and passes[:3] == [16, 8, 4]  # 16 and 8 did not fit, 4 did: kept for what follows
     assert max(passes[3:]) <= 4
-    assert default_batch_size("cpu") == 64 and default_batch_size("cuda:0") == 1024
+    assert default_batch_size("cpu") == 32 and default_batch_size("cuda:0") == 1024
+
+
+def test_passages_sorted_by_tokens_chunk_by_chunk_come_back_in_input_order(
+        tiny_model: Path, subset_dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from corefsearch.dense import encoder as encoder_module
+
+    encoder = encoder_module.TextEncoder.load(str(tiny_model))
+    passages = list(Dataset(subset_dataset).passages())[:23]
+    titles, texts = [p.title for p in passages], [p.text for p in passages]
+    alone = np.concatenate([encoder.encode_passages([title], [text], batch_size=1)
+                            for title, text in zip(titles, texts, strict=True)])
+    monkeypatch.setattr(encoder_module, "SORT_CHUNK", 2)  # chunks of 6 passages, the last one short
+    together = encoder.encode_passages(titles, texts, batch_size=3)
+    assert np.allclose(together, alone, atol=1e-5)
+    assert encoder.encode_passages([], [], batch_size=3).shape == (0, encoder.dimension)

@@ -256,7 +256,7 @@ def test_train_detector_refuses_an_ecbplus_dataset_that_is_not_annotated_in_full
     assert result.exit_code == 1 and "--validated-only --chains all" in result.output
 
 
-@pytest.mark.parametrize("options", [{}, {"quantize_ops": "all", "fuse": True}], ids=["default", "fused-all"])
+@pytest.mark.parametrize("options", [{}, {"quantize_ops": "all", "fuse": False}], ids=["default", "unfused-all"])
 def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_path: Path, options: dict) -> None:
     from corefsearch.detect.model import MentionDetector
     from corefsearch.export.onnx import export_onnx
@@ -268,7 +268,7 @@ def test_an_onnx_export_of_a_detector_finds_what_torch_finds(trained: Path, tmp_
         assert summary.kind == "detector" and (folder / "onnx" / "model.onnx").is_file()
         record = json.loads((folder / "onnx" / "export.json").read_text())
         assert record["quantization"]["ops"] == options.get("quantize_ops", "linear")
-        assert (record["fusion"] is not None) == options.get("fuse", False)
+        assert (record["fusion"] is not None) == options.get("fuse", True)  # a BERT is fused by default
         texts = ["The quake hit the town.", "Firefighters fought the blaze " * 30]
         torch_found = MentionDetector.load(folder).detect(texts)
         onnx_found = MentionDetector.load(folder, backend="onnx").detect(texts)

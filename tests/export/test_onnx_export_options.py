@@ -51,7 +51,7 @@ def int8_scores_near_fp32(folder: Path) -> None:
 
 
 def test_linear_quantises_the_products_with_weights_and_all_every_product(reader_folder: Path) -> None:
-    record = export(reader_folder)  # the default: linear
+    record = export(reader_folder, "--no-fuse")  # the default ops: linear
     fp32, int8 = (record["files"][name]["nodes"] for name in ("model.onnx", "model_qint8.onnx"))
     assert fp32["MatMul"] == MATMULS and "MatMulInteger" not in fp32
     assert int8["MatMulInteger"] == MATMULS - 2 * LAYERS and int8["MatMul"] == 2 * LAYERS  # attention's stay fp32
@@ -63,7 +63,7 @@ def test_linear_quantises_the_products_with_weights_and_all_every_product(reader
     assert record["fusion"] is None
     int8_scores_near_fp32(reader_folder)
 
-    record = export(reader_folder, "--quantize-ops", "all")
+    record = export(reader_folder, "--no-fuse", "--quantize-ops", "all")
     int8 = record["files"]["model_qint8.onnx"]["nodes"]
     assert int8["MatMulInteger"] == MATMULS and "MatMul" not in int8  # Q·Kᵀ and ·V too
     assert "DequantizeLinear" not in int8  # embeddings fp32, as sentence-transformers' export leaves them
@@ -77,6 +77,7 @@ def test_linear_quantises_the_products_with_weights_and_all_every_product(reader
 
 
 def test_fused_export_reproduces_torch_and_quantises_the_fused_attention(reader_folder: Path) -> None:
+    assert export(reader_folder)["fusion"]["fused"]["Attention"] == LAYERS  # a BERT is fused by default
     record = export(reader_folder, "--fuse", "--quantize-ops", "all")
     fusion = record["fusion"]
     assert fusion["model_type"] == "bert" and fusion["attention"] == "eager" and fusion["opt_level"] == 0
@@ -116,10 +117,14 @@ def test_a_fused_zero_shot_retriever_encodes_as_torch_does(tiny_base: Path, tmp_
 
 
 def test_bad_export_options_are_one_line(reader_folder: Path, tmp_path: Path) -> None:
-    from corefsearch.export.graph import check_fusable
+    from corefsearch.export.graph import resolve_fuse
 
     result = runner.invoke(app, ["export-onnx", str(reader_folder), "--quantize-ops", "everything"])
     assert result.exit_code == 1 and "--quantize-ops must be one of linear, all" in flat(result.output)
     assert "Traceback" not in result.output
     with pytest.raises(InputError, match="--fuse fuses BERT-style encoders"):
-        check_fusable(SimpleNamespace(model_type="gpt2"), tmp_path)
+        resolve_fuse(True, SimpleNamespace(model_type="gpt2"), tmp_path)
+    # By default an encoder the optimizer does not know is exported unfused; one it knows, fused.
+    assert resolve_fuse(None, SimpleNamespace(model_type="gpt2"), tmp_path) is False
+    assert resolve_fuse(None, SimpleNamespace(model_type="bert"), tmp_path) is True
+    assert resolve_fuse(False, SimpleNamespace(model_type="bert"), tmp_path) is False

@@ -23,7 +23,7 @@ def export_onnx_command(
         help="Also write the dynamic int8 quantisation (onnx/model_qint8.onnx, for --backend onnx-int8).")] = True,
     quantize_ops: Annotated[str, typer.Option(
         "--quantize-ops", help=QUANTIZE_OPS_HELP)] = DEFAULT_QUANTIZE_OPS,
-    fuse: Annotated[bool, typer.Option(help=FUSE_HELP)] = False,
+    fuse: Annotated[Optional[bool], typer.Option("--fuse/--no-fuse", help=FUSE_HELP)] = None,  # noqa: UP045
     out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--out", help="For `default` or a Hugging Face model: write it here as a retriever folder with its export, "
                       "to pass as --encoder OUT (a new or empty folder).")] = None,

@@ -46,8 +46,9 @@ QUANTIZE_OPS_HELP = ("Which operators the int8 model quantises: linear (the matr
                      "and the embedding tables; the attention products Q·Kᵀ and ·V stay fp32) | all (every MatMul, "
                      "the attention products too; embeddings fp32: what sentence-transformers' dynamic int8 export "
                      "quantises).")
-FUSE_HELP = ("Fuse attention, GELU and LayerNorm (ONNX Runtime's transformer optimizer, BERT-style encoders) before "
-             "quantising; the fused model is checked against torch like any export.")
+FUSE_HELP = ("Fuse attention, GELU and LayerNorm (ONNX Runtime's transformer optimizer) before quantising; the "
+             "fused model is checked against torch like any export. Default: fuse BERT-style encoders (bert, "
+             "roberta, xlm-roberta, camembert, electra), export others unfused.")
 # quantize_dynamic's settings of each choice (recorded); besides weight_type=QInt8 (activations: QUInt8)
 _OP_TYPES = {"linear": ["MatMul", "Attention", "Gather"], "all": ["MatMul", "Attention"]}
 _CONST_B_ONLY = {"linear": True, "all": False}
@@ -63,12 +64,17 @@ def check_quantize_ops(ops: str) -> None:
         raise InputError(f"--quantize-ops must be one of {', '.join(QUANTIZE_OPS)}, got {ops!r}")
 
 
-def check_fusable(config: Any, folder: Path) -> None:
-    """Refuse ``--fuse`` for an encoder the "bert" optimizer does not know."""
+def resolve_fuse(fuse: bool | None, config: Any, folder: Path) -> bool:
+    """Whether to fuse: ``--fuse`` / ``--no-fuse`` as given, else (None) when the "bert" optimizer knows
+    the encoder (fused int8 encodes fastest: bench/RESULTS.md, "Dense encoding speed"). ``--fuse`` is
+    refused for an encoder the optimizer does not know."""
     kind = getattr(config, "model_type", None)
-    if kind not in FUSABLE:
+    if fuse is None:
+        return kind in FUSABLE
+    if fuse and kind not in FUSABLE:
         raise InputError(f"--fuse fuses BERT-style encoders ({', '.join(FUSABLE)}); the encoder of {folder} is "
-                         f"{kind!r}: export it without --fuse")
+                         f"{kind!r}: export it with --no-fuse")
+    return fuse
 
 
 def quantization_settings(ops: str) -> dict[str, Any]:

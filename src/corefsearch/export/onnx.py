@@ -57,12 +57,12 @@ from corefsearch.dense.model import BiEncoder
 from corefsearch.detect.model import MentionDetector
 from corefsearch.export.graph import (
     DEFAULT_QUANTIZE_OPS,
-    check_fusable,
     check_quantize_ops,
     fuse_transformer,
     node_counts,
     quantization_settings,
     quantize_int8,
+    resolve_fuse,
 )
 from corefsearch.io.write import atomic_directory
 from corefsearch.reader.model import CrossEncoderReader
@@ -94,10 +94,11 @@ class ExportedFile:
 @dataclass(frozen=True)
 class ExportOptions:
     """What ``export-onnx`` writes besides the fp32 model: the int8 one (``quantize``) quantising the
-    operators of ``quantize_ops`` (``linear`` | ``all``), both fused first with ``fuse``."""
+    operators of ``quantize_ops`` (``linear`` | ``all``), both fused first with ``fuse`` (None: when the
+    encoder is one ONNX Runtime's optimizer fuses, see :func:`corefsearch.export.graph.resolve_fuse`)."""
     quantize: bool = True
     quantize_ops: str = DEFAULT_QUANTIZE_OPS
-    fuse: bool = False
+    fuse: bool | None = None
 
     def __post_init__(self) -> None:
         check_quantize_ops(self.quantize_ops)
@@ -203,8 +204,7 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     import torch
 
     options = options or ExportOptions()
-    if options.fuse:
-        check_fusable(model.config, folder)
+    fuse = resolve_fuse(options.fuse, model.config, folder)
     say = log or (lambda _: None)
     started = time.perf_counter()
     folder = Path(folder)
@@ -230,7 +230,7 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
     fusion = None
     with _temporary_beside(fp32) as tmp_fp32, _temporary_beside(int8) as tmp_int8:
         say(f"Exporting the encoder of {folder} (opset {OPSET}) ...")
-        if options.fuse:
+        if fuse:
             with _temporary_beside(fp32) as traced:
                 with _eager_attention(model):
                     _export(model, trace, traced)
@@ -274,7 +274,8 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
 
 
 def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], None] | None = None,
-                out: Path | None = None, quantize_ops: str = DEFAULT_QUANTIZE_OPS, fuse: bool = False) -> ExportSummary:
+                out: Path | None = None, quantize_ops: str = DEFAULT_QUANTIZE_OPS,
+                fuse: bool | None = None) -> ExportSummary:
     """Export the encoder(s) of a model folder to ONNX, each into its own ``onnx/`` folder:
 
     - a reader (``corefsearch_reader.json``): its encoder, into ``folder/onnx/``;
