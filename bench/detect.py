@@ -6,9 +6,12 @@
   passages are detected (``corefsearch detect`` on a copy) and scored with ``evaluate --mentions`` on
   ``--split`` (test; dev to choose): P/R/F1 per type, strict and head match, over the passages annotated in full.
 - **speed**: passages per second on ``--threads`` CPU threads for the same ``--passages`` passages (the
-  first dataset's, repeated to the count): the trained detector (torch, onnx, onnx-int8) against the
-  dense passage encoder on the same base (the bundled all-MiniLM-L6-v2, batches of 64, 180 tokens) and
-  sentence-transformers' ``encode``; the rows take turns, ``--repeats`` rounds, the median reported.
+  first dataset's, repeated to the count): the trained detector (torch, and onnx / onnx-int8 of its export
+  fused, the default, and unfused) against the dense passage encoder on the same base (the bundled
+  all-MiniLM-L6-v2, batches of 64, 180 tokens) and sentence-transformers' ``encode`` of the same base with
+  its torch, ONNX and int8 ONNX backends (bench/peer_worker.py, in ``--peer-python``'s environment); the
+  rows take turns, ``--repeats`` rounds, the median reported. ``--quality-backends`` also scores the
+  trained detectors' mentions with the ONNX backends.
 - **memory**: peak resident memory of a whole ``corefsearch detect`` process (``/usr/bin/time``) over
   synthetic passages (``--memory-sizes``, e.g. 10000,100000,1000000), with a tiny random detector (the
   streaming machinery is what is measured, not the model).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -41,6 +45,8 @@ from bm25 import machine, markdown_table, write_section  # noqa: E402
 SECTION = "## Predicted mentions: detection (bench/detect.py)"
 CLI = [sys.executable, "-m", "corefsearch.cli"]
 BATCH = 64
+DENSE = "dense passage encoder (torch)"
+PEER = "sentence-transformers"
 
 
 def log(message: str) -> None:
@@ -53,18 +59,21 @@ def named(text: str) -> tuple[str, str]:
 
 
 def quality(datasets: list[tuple[str, str]], models: list[tuple[str, str]], split: str,
-            work: Path) -> list[list[str]]:
+            work: Path, backends: list[str]) -> list[list[str]]:
     from corefsearch.detect.run import detect_dataset
     from corefsearch.evaluate.mentions import evaluate_detection
 
     rows = []
+    runs = [(name, model, "torch") for name, model in models]
+    runs += [(f"{name} ({backend})", str(exported(model, work, True)), backend) for name, model in models
+             if model != "heuristic" for backend in backends if backend != "torch"]
     for data_name, data_dir in datasets:
-        for model_name, model in models:
-            copy = work / f"{data_name}-{model_name}"
+        for model_name, model, backend in runs:
+            copy = work / f"{data_name}-{model_name.replace(' ', '').replace('(', '-').replace(')', '')}"
             if not (copy / "predicted_mentions.json").exists():
                 shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(data_dir, copy)
-                summary = detect_dataset(copy, model, device="cpu")
+                summary = detect_dataset(copy, model, device="cpu", backend=backend)
                 log(f"{data_name} / {model_name}: {summary.passages:,} passages in {summary.seconds:.0f} s")
             evaluation = evaluate_detection(copy, copy, split)
             for kind in evaluation.scores["strict"]:
@@ -75,43 +84,87 @@ def quality(datasets: list[tuple[str, str]], models: list[tuple[str, str]], spli
     return rows
 
 
-def speed(texts: list[str], detector: str, threads: int, repeats: int) -> list[list[str]]:
+def exported(detector: str, work: Path, fuse: bool) -> Path:
+    """A copy of the detector in ``work`` with a current ONNX export, fused (the default for a BERT) or not."""
+    from corefsearch.base.errors import CorefSearchError
+    from corefsearch.base.onnx_backend import check_onnx_export
+    from corefsearch.export.onnx import export_onnx
+
+    copy = work / f"detector-{'fused' if fuse else 'unfused'}"
+    try:
+        check_onnx_export(copy, "onnx-int8")
+        if (json.loads((copy / "onnx" / "export.json").read_text()).get("fusion") is not None) != fuse:
+            raise KeyError("fusion")
+    except (CorefSearchError, KeyError, TypeError, OSError):
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(detector, copy, ignore=shutil.ignore_patterns("onnx"))
+        export_onnx(copy, fuse=fuse)
+    return copy
+
+
+def speed(texts: list[str], detector: str, threads: int, repeats: int, work: Path,
+          peer_python: str | None) -> tuple[list[list[str]], str]:
+    """passages/s of each row, median of ``repeats`` rounds taken in turns: the detector on each backend
+    (ONNX unfused and fused), the dense passage encoder (torch) and sentence-transformers' ``encode`` with
+    its torch, ONNX and int8 ONNX backends (bench/peer_worker.py); and the peer's versions."""
     import torch
-    from sentence_transformers import SentenceTransformer
+    from peer_worker import Peer, default_python
 
     from corefsearch.base.models import default_model_path
     from corefsearch.dense.model import BiEncoder
     from corefsearch.detect.model import MentionDetector
-    from corefsearch.export.onnx import export_onnx
 
     torch.set_num_threads(threads)
-    folder = Path(detector)
-    if not (folder / "onnx" / "model_qint8.onnx").exists():
-        export_onnx(folder)
     rows: dict[str, Any] = {}
-    for backend in ("torch", "onnx", "onnx-int8"):
-        model = MentionDetector.load(folder, backend=backend)
-        rows[f"detector ({backend})"] = (lambda m: lambda: m.detect(texts, batch_size=BATCH))(model)
+    model = MentionDetector.load(Path(detector), backend="torch")
+    rows["detector (torch)"] = (lambda m: lambda: m.detect(texts, batch_size=BATCH))(model)
+    for fuse in (False, True):
+        folder = exported(detector, work, fuse)
+        for backend in ("onnx", "onnx-int8"):
+            model = MentionDetector.load(folder, backend=backend)
+            model.detect(texts[:BATCH], batch_size=BATCH)  # warm-up, untimed
+            name = f"detector ({backend}{', fused' if fuse else ', --no-fuse'})"
+            rows[name] = (lambda m: lambda: m.detect(texts, batch_size=BATCH))(model)
     dense = BiEncoder.load(None, "cpu")  # the zero-shot retriever of the bundled all-MiniLM-L6-v2
-    rows["dense passage encoder (torch)"] = lambda: dense.passage_encoder.encode_passages(
-        [""] * len(texts), texts, max_length=180, batch_size=BATCH)
-    reference = SentenceTransformer(default_model_path(), device="cpu")
-    reference.max_seq_length = 180
-    rows["sentence-transformers encode"] = lambda: reference.encode(texts, batch_size=BATCH, show_progress_bar=False)
-    names = list(rows)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(repeats):
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-            began = time.perf_counter()
-            rows[name]()
-            seconds[name].append(time.perf_counter() - began)
-        log(f"round {round_ + 1}: " + ", ".join(f"{n} {len(texts) / s[-1]:.0f}/s" for n, s in seconds.items()))
-    dense_rate = len(texts) / statistics.median(seconds["dense passage encoder (torch)"])
-    table = []
-    for name in names:
-        rate = len(texts) / statistics.median(seconds[name])
-        table.append([name, f"{rate:.1f}", f"{rate / dense_rate:.2f}"])
-    return table
+    rows[DENSE] = lambda: dense.passage_encoder.encode_passages([""] * len(texts), texts, max_length=180,
+                                                               batch_size=BATCH)
+    seconds: dict[str, list[float]] = {name: [] for name in rows}
+    timers = {name: functools.partial(_timed, function) for name, function in rows.items()}
+    python = peer_python or default_python(Path(__file__).resolve().parents[1])
+    peer = Peer(python, "encode", default_model_path(), work, threads, 180, BATCH) if peer_python != "none" else None
+    try:
+        if peer is not None:
+            peer.hold(texts[:BATCH])
+            for row in peer.rows:
+                peer.run(row)  # warm-up, untimed
+            peer.hold(texts)
+            for row in peer.rows:
+                timers[f"{PEER} {row}"] = (lambda r: lambda: peer.run(r))(row)
+                seconds[f"{PEER} {row}"] = []
+        names = list(timers)
+        for round_ in range(repeats):
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                seconds[name].append(timers[name]())
+            log(f"round {round_ + 1} (load {', '.join(f'{x:.1f}' for x in os.getloadavg())}): "
+                + ", ".join(f"{n} {len(texts) / s[-1]:.0f}/s" for n, s in seconds.items()))
+    finally:
+        if peer is not None:
+            peer.close()
+    rate = {name: len(texts) / statistics.median(values) for name, values in seconds.items()}
+    peers = [name for name in rate if name.startswith(PEER)]
+    fastest = max(peers, key=rate.__getitem__) if peers else None
+    table = [[name, f"{rate[name]:.1f}", f"{rate[name] / rate[DENSE]:.2f}",
+              f"{rate[name] / rate[fastest]:.2f}" if fastest else "—"] for name in names]
+    versions = ", ".join(f"{k} {v}" for k, v in peer.versions.items() if k != "python") if peer else ""
+    skipped = "".join(f" No `{PEER} {row}` row: {why}." for row, why in peer.skipped.items()) if peer else ""
+    return table, (f"{PEER} in a worker process ({versions}); its fastest row: {fastest}.{skipped}" if peer
+                   else "No sentence-transformers rows (`--peer-python none`).")
+
+
+def _timed(function: Any) -> float:
+    began = time.perf_counter()
+    function()
+    return time.perf_counter() - began
 
 
 def synthetic_dataset(root: Path, size: int) -> Path:
@@ -170,6 +223,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speed-model", help="the detector folder timed (default: the first trained --model)")
     parser.add_argument("--memory-sizes", default="", help="comma-separated passage counts (empty: no memory rows)")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--quality-backends", default="torch",
+                        help="Backends the trained detectors are scored with, comma-separated: torch | onnx | "
+                             "onnx-int8 (the ONNX ones on the default, fused export).")
+    parser.add_argument("--peer-python", default=None,
+                        help="The Python of sentence-transformers' environment (default: work/peer-venv/bin/python if "
+                             "there is one, else this one); 'none': no peer rows.")
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -181,7 +240,8 @@ def main(argv: list[str] | None = None) -> None:
              f"- Command: `python bench/detect.py {' '.join(argv if argv is not None else sys.argv[1:])}`"]
     body: list[str] = []
     if datasets and models and not args.skip_quality:
-        rows = quality(datasets, models, args.split, args.out_dir)
+        rows = quality(datasets, models, args.split, args.out_dir,
+                       [b for b in args.quality_backends.split(",") if b])
         body += ["", f"Detection, {args.split} split, passages annotated in full (×100):", "",
                  markdown_table(["Data", "Detector", "Type", "strict P", "strict R", "strict F1", "head P", "head R",
                                  "head F1", "gold"], rows, ["l", "l", "l", *"r" * 7])]
@@ -191,10 +251,11 @@ def main(argv: list[str] | None = None) -> None:
 
         texts = [p.text for p in Dataset(datasets[0][1]).passages()]
         texts = (texts * (args.passages // max(len(texts), 1) + 1))[:args.passages]
-        rows = speed(texts, trained, args.threads, args.repeats)
+        rows, peer_text = speed(texts, trained, args.threads, args.repeats, args.out_dir, args.peer_python)
         body += ["", f"Speed: {len(texts):,} passages of {datasets[0][0]}, {args.threads} threads, batches of {BATCH}, "
-                     f"median of {args.repeats} rounds taken in turns:", "",
-                 markdown_table(["Row", "passages/s", "× dense encoding"], rows, ["l", "r", "r"])]
+                     f"median of {args.repeats} rounds taken in turns. {peer_text}", "",
+                 markdown_table(["Row", "passages/s", "× dense encoding (torch)", f"× {PEER}'s fastest"], rows,
+                                ["l", "r", "r", "r"])]
     sizes = [int(s) for s in args.memory_sizes.split(",") if s.strip()]
     if sizes:
         rows = memory(args.out_dir, sizes)

@@ -57,3 +57,22 @@ def test_reader_speed_runs_at_a_tiny_size(tiny_base: Path, tiny_dataset: Path, t
     for row in ("torch, batch 32", "onnx ", "onnx fused", "onnx-int8 all", "onnx-int8 fused-all", "CrossEncoder torch"):
         assert f"| {row}" in section, row
     assert "MRR@10" in section and "load average" in section
+
+
+def test_detect_speed_and_backend_quality_run_at_a_tiny_size(tiny_base: Path, tiny_dataset: Path,
+                                                              tmp_path: Path) -> None:
+    from corefsearch.detect.model import DetectorConfig, MentionDetector
+
+    detector = tmp_path / "detector"
+    MentionDetector.from_base(str(tiny_base), DetectorConfig(max_length=64, stride=8)).save(detector)
+    results = tmp_path / "RESULTS.md"
+    out = bench("detect.py", "--dataset", f"tiny={tiny_dataset}", "--model", f"tiny={detector}", "--split", "auto",
+                "--quality-backends", "torch,onnx-int8", "--passages", 6, "--repeats", 1,
+                "--out-dir", tmp_path / "work", "--results", results)
+    section = results.read_text().split("## Predicted mentions: detection (bench/detect.py)", 1)[1]
+    assert section.strip() in out
+    for row in ("detector (torch)", "detector (onnx, --no-fuse)", "detector (onnx-int8, fused)",
+                "dense passage encoder (torch)", "sentence-transformers torch"):
+        assert f"| {row}" in section, row
+    assert "| tiny | tiny (onnx-int8) |" in section  # the fused int8 export's mentions, scored
+    assert not (detector / "onnx").exists()  # the bench exports copies, never the folder it is given
