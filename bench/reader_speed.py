@@ -121,17 +121,17 @@ def dataset_and_index(root: Path) -> tuple[Path, Path]:
     return dataset, index
 
 
-def untrained_reader(root: Path) -> Path:
-    """A freshly initialised integrated reader (markers) on the bundled all-MiniLM-L6-v2."""
+def untrained_reader(root: Path, base: str | None = None) -> Path:
+    """A freshly initialised integrated reader (markers) on ``base`` (default: the bundled all-MiniLM-L6-v2)."""
     from corefsearch.base.models import READER_CONFIG
     from corefsearch.reader.model import CrossEncoderReader, ReaderConfig
 
-    folder = root / UNTRAINED
+    folder = root / (UNTRAINED if base is None else f"{UNTRAINED}-{Path(base).name}")
     if not (folder / READER_CONFIG).exists():
         import torch
 
         torch.manual_seed(13)
-        CrossEncoderReader.from_base(None, ReaderConfig(head="integrated", markers=True)).save(folder)
+        CrossEncoderReader.from_base(base, ReaderConfig(head="integrated", markers=True)).save(folder)
     return folder
 
 
@@ -172,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=None, help="Datasets, index and the untrained reader.")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
     parser.add_argument("--reader", type=Path, default=None, help="A reader folder (default: untrained, built).")
+    parser.add_argument("--base-model", default=None,
+                        help="Without --reader: the base of the untrained reader (default: the bundled "
+                             "all-MiniLM-L6-v2; e.g. a smaller one from bench/layer_drop.py).")
     parser.add_argument("--qrels", type=Path, default=None,
                         help="With --reader: the qrels for MRR@10 (default: the dataset's qrels/test.txt).")
     parser.add_argument("--queries", type=int, default=100, help="Test queries (a seeded sample).")
@@ -218,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"{len(retrieved)} test queries, BM25 top {args.rerank_k} retrieved")
 
     trained = args.reader is not None
-    folder = args.reader if trained else untrained_reader(root)
+    if trained and args.base_model is not None:
+        parser.error("--base-model is for the untrained reader: not with --reader")
+    folder = args.reader if trained else untrained_reader(root, args.base_model)
     qrels = read_qrels(args.qrels or dataset / "qrels" / f"{args.split}.txt") if trained else None
     rows = [Row(name, backend, batch, buckets) for name, backend, batch, buckets in BACKENDS]
     for export in exports:
@@ -314,8 +319,8 @@ def report(rows: list[Row], args: argparse.Namespace, folder: Path, trained: boo
             cells += ["—", "—"]
         lines.append(cells)
     reader = (f"`{folder}` (--reader)" if trained
-              else "a freshly initialised integrated reader with markers on all-MiniLM-L6-v2 (untrained: the speed "
-                   "does not depend on the weights; no MRR)")
+              else f"a freshly initialised integrated reader with markers on {args.base_model or 'all-MiniLM-L6-v2'} "
+                   "(untrained: the speed does not depend on the weights; no MRR)")
     info = machine()
     data = ("ECB+ events, all-topics collection" if args.dataset is None else f"`{args.dataset}`")
     if peer is not None:
@@ -331,7 +336,8 @@ def report(rows: list[Row], args: argparse.Namespace, folder: Path, trained: boo
     parts = [
         SECTION, "",
         f"Run {started:%Y-%m-%d %H:%M} by `python bench/reader_speed.py --queries {args.queries} --threads "
-        f"{args.threads} --exports {args.exports}{' --reader ' + str(folder) if trained else ''}`. {data}, "
+        f"{args.threads} --exports {args.exports}{' --reader ' + str(folder) if trained else ''}"
+        f"{' --base-model ' + str(args.base_model) if args.base_model else ''}`. {data}, "
         f"{n_queries} {args.split} queries (seeded sample); each re-ranks its BM25 (mention + entities, RM3) top "
         f"{args.rerank_k} with {reader}; the rows take turns query by query in a rotated order. ONNX rows: "
         f"`export-onnx --quantize-ops linear|all` (`fused-`: with `--fuse`).{peer_text} Only `Reader.read` is "

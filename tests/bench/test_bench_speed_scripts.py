@@ -76,3 +76,22 @@ def test_detect_speed_and_backend_quality_run_at_a_tiny_size(tiny_base: Path, ti
         assert f"| {row}" in section, row
     assert "| tiny | tiny (onnx-int8) |" in section  # the fused int8 export's mentions, scored
     assert not (detector / "onnx").exists()  # the bench exports copies, never the folder it is given
+
+
+def test_layer_drop_keeps_the_chosen_layers_unchanged(tiny_base: Path, tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModel
+
+    out = tmp_path / "smaller"
+    command = [sys.executable, str(ROOT / "bench" / "layer_drop.py"), "--model", str(tiny_base), "--layers", "1",
+               "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    full, small = AutoModel.from_pretrained(tiny_base), AutoModel.from_pretrained(out)
+    assert small.config.num_hidden_layers == 1 and len(small.encoder.layer) == 1
+    kept, source = small.encoder.layer[0].state_dict(), full.encoder.layer[1].state_dict()
+    assert kept.keys() == source.keys() and all(torch.equal(kept[k], source[k]) for k in kept)
+    assert (out / "tokenizer_config.json").is_file()
+    bad = subprocess.run([*command[:4], "--layers", "1,0", "--out", str(tmp_path / "bad")], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: --layers must be increasing indices")
