@@ -96,7 +96,8 @@ def exported_encoder(root: Path, encoder: str, export: str) -> Path:
     from corefsearch.dense.model import BiEncoder
     from corefsearch.export.onnx import export_onnx
 
-    folder = root / f"encoder-{export}"
+    # one copy per encoder and export (the default's name as before)
+    folder = root / (f"encoder-{export}" if encoder == "default" else f"encoder-{Path(encoder).name}-{export}")
     fuse, ops = export.startswith("fused-"), export.removeprefix("fused-")
     try:
         for backend in ("onnx", "onnx-int8"):

@@ -141,12 +141,14 @@ def ensure_export(folder: Path, export: str, root: Path) -> Path:
     import shutil
 
     from corefsearch.base.errors import CorefSearchError
-    from corefsearch.base.onnx_backend import check_onnx_export
+    from corefsearch.base.onnx_backend import check_onnx_export, weights_checksum
     from corefsearch.export.onnx import export_onnx
 
-    copy = root / f"reader-{export}"
+    copy = root / f"{folder.name}-{export}"  # one copy per reader and export
     fuse, ops = export.startswith("fused-"), export.removeprefix("fused-")
     try:
+        if weights_checksum(copy) != weights_checksum(folder):
+            raise KeyError("weights")  # a copy of another reader's weights
         check_onnx_export(copy, "onnx")
         check_onnx_export(copy, "onnx-int8")
         record = json.loads((copy / "onnx" / "export.json").read_text())
