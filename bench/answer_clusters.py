@@ -93,14 +93,10 @@ class CachedEncoder:
 
 def gold_index(dataset: Path) -> tuple[dict[str, str], dict[str, list[str]], dict[str, list[tuple[str, int, int]]]]:
     from corefsearch.datasets.dataset import Dataset
+    from corefsearch.evaluate.query_clusters import cluster_index
 
     data = Dataset(dataset)
-    cluster_of: dict[str, str] = {}
-    members: dict[str, list[str]] = {}
-    for cluster in data.clusters():
-        members[cluster.cluster_id] = list(cluster.mention_ids)
-        for mention_id in cluster.mention_ids:
-            cluster_of[mention_id] = cluster.cluster_id
+    cluster_of, members = cluster_index(data)
     passages = {p.id: [(m.mention_id, m.start, m.end) for m in p.mentions] for p in data.passages() if p.mentions}
     return cluster_of, members, passages
 

@@ -51,21 +51,28 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-class Split:
-    """One split's mentions, gold key, lemmas, vectors and groups per scope."""
+class SplitMentions:
+    """One split's mentions, gold key, types, head lemmas and vectors: what both comparisons read."""
 
     def __init__(self, dataset: Path, split: str, encoder: MentionEncoder, batch_size: int) -> None:
-        found = read_split_mentions(dataset, split)
+        self.found = read_split_mentions(dataset, split)
         records = split_records(dataset, split)
         self.ids = [r.mention_id for r in records]
         self.key = {r.mention_id: r.cluster_id for r in records}
-        self.types = {m.mention_id: m.type for m in found.mentions}
+        self.types = {m.mention_id: m.type for m in self.found.mentions}
+        self.mentions = self.found.mentions
         log(f"{split}: {len(self.ids):,} mentions; parsing for head lemmas")
-        self.lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
+        self.lemmas = mention_head_lemmas(self.mentions, self.found.passage_texts)
         log(f"{split}: encoding")
         self.vectors = encoder.encode(records, batch_size=batch_size)
-        self.groups = {scope: mention_groups(found.mentions, scope, dataset) for scope in SCOPES}
-        self.mentions = found.mentions
+
+
+class Split(SplitMentions):
+    """One split's mentions, gold key, lemmas, vectors and groups per scope."""
+
+    def __init__(self, dataset: Path, split: str, encoder: MentionEncoder, batch_size: int) -> None:
+        super().__init__(dataset, split, encoder, batch_size)
+        self.groups = {scope: mention_groups(self.mentions, scope, dataset) for scope in SCOPES}
 
     def lemma_f1(self, scope: str) -> float:
         return score_partitions(self.key, same_lemma(self.mentions, self.groups[scope], self.lemmas)).conll_f1
@@ -85,21 +92,14 @@ def evidence_name(evidence: str, overlap: float | None) -> str:
     return "same head lemma" if evidence == "lemma" else f"lemma-heuristic link, J {overlap:g}"
 
 
-class EvidenceSplit:
+class EvidenceSplit(SplitMentions):
     """One split's mentions, key, head lemmas, heuristic contexts, vectors, groups and links per J."""
 
     def __init__(self, dataset: Path, split: str, encoder: MentionEncoder, batch_size: int) -> None:
-        found = read_split_mentions(dataset, split)
-        records = split_records(dataset, split)
-        self.ids = [r.mention_id for r in records]
-        self.key = {r.mention_id: r.cluster_id for r in records}
-        self.types = {m.mention_id: m.type for m in found.mentions}
-        self.mentions = found.mentions
-        log(f"{split}: {len(self.ids):,} mentions; parsing for head lemmas and the rule's contexts")
-        self.lemmas = mention_head_lemmas(found.mentions, found.passage_texts)
+        super().__init__(dataset, split, encoder, batch_size)
+        found = self.found
+        log(f"{split}: parsing for the rule's contexts")
         self.contexts = mention_contexts(found.mentions, found.passage_texts)
-        log(f"{split}: encoding")
-        self.vectors = encoder.encode(records, batch_size=batch_size)
         subtopics = {m.doc_id: ecbplus_subtopic(m.doc_id) for m in found.mentions}
         missing = sorted(doc for doc, group in subtopics.items() if group is None)
         if missing:

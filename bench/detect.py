@@ -85,23 +85,11 @@ def quality(datasets: list[tuple[str, str]], models: list[tuple[str, str]], spli
 
 
 def exported(detector: str, work: Path, fuse: bool) -> Path:
-    """A copy of the detector in ``work`` with a current ONNX export, fused (the default for a BERT) or not."""
-    from corefsearch.base.errors import CorefSearchError
-    from corefsearch.base.onnx_backend import check_onnx_export, weights_checksum
-    from corefsearch.export.onnx import export_onnx
+    """A copy of the detector in ``work`` with a current ONNX export (int8 ``linear``), fused (the default
+    for a BERT) or not: bench/reader_speed.py's copies, which serve any model folder."""
+    from reader_speed import ensure_export
 
-    copy = work / f"{Path(detector).name}-{'fused' if fuse else 'unfused'}"  # one copy per detector and graph
-    try:
-        if weights_checksum(copy) != weights_checksum(Path(detector)):
-            raise KeyError("weights")  # a copy of another detector's weights
-        check_onnx_export(copy, "onnx-int8")
-        if (json.loads((copy / "onnx" / "export.json").read_text()).get("fusion") is not None) != fuse:
-            raise KeyError("fusion")
-    except (CorefSearchError, KeyError, TypeError, OSError):
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(detector, copy, ignore=shutil.ignore_patterns("onnx"))
-        export_onnx(copy, fuse=fuse)
-    return copy
+    return ensure_export(Path(detector), "fused-linear" if fuse else "linear", work)
 
 
 def speed(texts: list[str], detector: str, threads: int, repeats: int, work: Path,

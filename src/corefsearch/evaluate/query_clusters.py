@@ -71,6 +71,17 @@ def query_b_cubed(qid: str, answer: set[str], cluster_of: Mapping[str, str],
     return {"B3 P": precision, "B3 R": recall, "B3 F1": f1}
 
 
+def cluster_index(dataset: Dataset) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The dataset's gold clusters both ways: each mention's cluster, and each cluster's mentions."""
+    cluster_of: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for cluster in dataset.clusters():
+        members[cluster.cluster_id] = list(cluster.mention_ids)
+        for mention_id in cluster.mention_ids:
+            cluster_of[mention_id] = cluster.cluster_id
+    return cluster_of, members
+
+
 def score_query_clusters(run: Run, spans_path: Path, dataset: Dataset, k: int) -> QueryClusterScores:
     """Per-query B³ of the run's top ``k`` with the spans of ``spans_path`` (read and checked as ``--spans``
     is) over the queries of ``run`` whose id is a mention of the dataset's clusters (a dataset's queries are
@@ -79,12 +90,7 @@ def score_query_clusters(run: Run, spans_path: Path, dataset: Dataset, k: int) -
         raise InputError(f"--cluster-k must be at least 1, got {k}")
     predictions = read_spans(spans_path)
     spans = {(p.qid, p.passage_id): (p.start, p.end) for p in predictions}
-    cluster_of: dict[str, str] = {}
-    members: dict[str, list[str]] = {}
-    for cluster in dataset.clusters():
-        members[cluster.cluster_id] = list(cluster.mention_ids)
-        for mention_id in cluster.mention_ids:
-            cluster_of[mention_id] = cluster.cluster_id
+    cluster_of, members = cluster_index(dataset)
     tops = {qid: [pid for pid, _ in sorted(scores.items(), key=lambda x: -x[1])[:k]]
             for qid, scores in run.items() if qid in cluster_of}
     if not tops:
