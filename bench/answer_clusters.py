@@ -41,30 +41,30 @@ def log(message: str) -> None:
 
 def open_engine(index: Path, dataset: Path, encoder: Path, device: str) -> Any:
     """The engine with the hybrid dev chose ("Hybrid: which BM25 to fuse"), as the second-round bench uses."""
-    from corefsearch.fusion._base import FusionOptions
+    from corefsearch.fusion import FusionOptions
     from corefsearch.search.engine import SearchEngine
-    from corefsearch.search.expansion import ExpansionOptions
-    from corefsearch.search.retriever import RetrievalOptions
+    from corefsearch.search.options import ExpansionOptions, RetrievalOptions, SearchOptions
     from corefsearch.sparse.search import BM25Options
 
-    return SearchEngine.open(index, options=BM25Options(query_format="sentence", fields={"sentence": 1.0,
-                                                                                          "document": 0.1}),
-                             retrieval=RetrievalOptions(retriever="hybrid", device=device,
-                                                        fusion=FusionOptions(method="interpolate", alpha=0.5)),
-                             dataset=dataset, expansion=ExpansionOptions(encoder=encoder))
+    return SearchEngine.open(index, SearchOptions(
+        bm25=BM25Options(query_format="sentence", fields={"sentence": 1.0, "document": 0.1}),
+        retrieval=RetrievalOptions(retriever="hybrid", device=device,
+                                   fusion=FusionOptions(method="interpolate", alpha=0.5)),
+        expansion=ExpansionOptions(encoder=encoder)), dataset)
 
 
 class Recorder:
-    """Wraps ``cluster_answer`` in the engine's module: keeps each query's inputs, and caches the encoder's
-    vectors so that re-clustering at another τ encodes nothing again."""
+    """Wraps ``cluster_answer`` in its module (``corefsearch.search.cluster_answer``, whose ``cluster_of_hits``
+    the engine calls): keeps each query's inputs, and caches the encoder's vectors so that re-clustering at
+    another τ encodes nothing again."""
 
     def __init__(self) -> None:
-        import corefsearch.search.engine as engine_module
+        import corefsearch.search.cluster_answer as answer_module
 
-        self.module = engine_module
-        self.original = engine_module.cluster_answer
+        self.module = answer_module
+        self.original = answer_module.cluster_answer
         self.calls: list[tuple[Any, Any, str, list[Any]]] = []
-        engine_module.cluster_answer = self  # type: ignore[assignment]
+        answer_module.cluster_answer = self  # type: ignore[assignment]
 
     def __call__(self, encoder: Any, query: Any, query_context: str, found: Sequence[Any],
                  threshold: float | None = None) -> dict[str, Any]:

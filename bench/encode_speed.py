@@ -4,13 +4,16 @@ the faster backends cost in MRR@10.
 One run, one model, one set of texts, one thread count:
 
 - **speed**: passages per second encoding a seeded sample of ``--passages`` ECB+ passages (all
-  topics, as bench/dense.py builds the collection; ``title [SEP] text`` cut to 180 tokens, batches
-  of 64; or the passages of ``--passages-file``) by sentence-transformers' ``SentenceTransformer.encode``
-  with its torch, ONNX and dynamic int8 ONNX backends (``backend="onnx"``,
-  ``export_dynamic_quantized_onnx_model`` with each ``--peer-int8`` config), and by corefsearch's
-  passage encoder on the same weights with ``--backend torch``, and ``onnx`` / ``onnx-int8`` of each
-  export of ``--exports`` (``linear`` and ``all``: ``export-onnx --quantize-ops``; ``fused-*``: with
-  ``--fuse``). sentence-transformers runs in a worker process (bench/peer_worker.py) in its own
+  topics, as bench/dense.py builds the collection; ``title [SEP] text`` cut to the retriever's passage
+  length, 180 tokens by default; batches of 32, the CPU default of ``index --dense``; or the passages of
+  ``--passages-file``) by sentence-transformers' ``SentenceTransformer.encode`` with its torch, ONNX and
+  dynamic int8 ONNX backends (``backend="onnx"``, ``export_dynamic_quantized_onnx_model`` with each
+  ``--peer-int8`` config), and by corefsearch's passage encoder on the same weights with ``--backend
+  torch``, and ``onnx`` / ``onnx-int8`` of each export of ``--exports`` (``linear`` and ``all``:
+  ``export-onnx --quantize-ops``; ``fused-*``: with ``--fuse``). corefsearch's rows time
+  :func:`encode_as_indexed`: the passages encoded as ``index --dense`` and ``add`` encode them, through
+  ``corefsearch.dense.chunks.encode_chunk`` (chunks of 8,192 passages, each in batches sorted by token
+  count). sentence-transformers runs in a worker process (bench/peer_worker.py) in its own
   environment, ``--peer-python`` (its ONNX backend needs ``optimum[onnxruntime]``, which pins older
   transformers than corefsearch's: ``python3 -m venv work/peer-venv && work/peer-venv/bin/pip install
   'sentence-transformers[onnx]'``); the worker times ``encode`` alone. The rows take turns,
@@ -56,6 +59,7 @@ from peer_worker import Peer, default_python  # noqa: E402
 from corefsearch.datasets.build import BuildOptions, build_dataset  # noqa: E402
 from corefsearch.datasets.dataset import Dataset  # noqa: E402
 from corefsearch.datasets.ecbplus import read_ecbplus  # noqa: E402
+from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ECBPLUS = ROOT / "data" / "ecbplus" / "ECBplus.tar.gz"
@@ -64,8 +68,7 @@ SECTION = "## Dense encoding speed (bench/encode_speed.py)"
 EXPORTS = ("linear", "all", "fused-linear", "fused-all")
 TORCH_ROW = "corefsearch torch"
 PEER = "sentence-transformers"
-MAX_LENGTH = 180
-BATCH = 64
+BATCH = DEFAULT_BATCH_SIZE  # passages per batch: index --dense's on the CPU
 
 
 def log(message: str) -> None:
@@ -126,6 +129,18 @@ def load(folder: Path, backend: str, threads: int) -> Any:
     return model
 
 
+def encode_as_indexed(model: Any, titles: list[str], texts: list[str], batch: int) -> Any:
+    """The passages' vectors as ``index --dense`` and ``add`` encode them: chunks of ``CHUNK_SIZE``
+    passages, each through ``chunks.encode_chunk``. The call the speed rows time."""
+    import numpy as np
+
+    from corefsearch.dense.chunks import CHUNK_SIZE, chunk_vectors
+
+    timer = [0.0]
+    return np.concatenate([chunk_vectors(model, titles[at:at + CHUNK_SIZE], texts[at:at + CHUNK_SIZE], batch, timer)
+                           for at in range(0, len(texts), CHUNK_SIZE)])
+
+
 def our_rows(folders: dict[str, Path]) -> dict[str, tuple[Path, str]]:
     """corefsearch's rows: name → (retriever folder, backend); one fp32 row per graph (fused or not)."""
     rows = {TORCH_ROW: (folders[next(iter(folders))], "torch")}
@@ -149,12 +164,11 @@ def speed(rows: dict[str, tuple[Path, str]], peer: Any, titles: list[str], texts
     warm = max(batches)
     for name, (folder, backend) in rows.items():
         model = load(folder, backend, threads)
-        model.passage_encoder.encode_passages(titles[:warm], texts[:warm], max_length=MAX_LENGTH,
-                                              batch_size=warm)  # warm-up, untimed
+        encode_as_indexed(model, titles[:warm], texts[:warm], warm)  # warm-up, untimed
         for batch in batches:
             def timer(m: Any = model, ti: list[str] = titles, te: list[str] = texts, b: int = batch) -> float:
                 began = time.perf_counter()
-                m.passage_encoder.encode_passages(ti, te, max_length=MAX_LENGTH, batch_size=b)
+                encode_as_indexed(m, ti, te, b)
                 return time.perf_counter() - began
 
             timers[row_name(name, batch, batches)] = timer
@@ -203,8 +217,7 @@ def mrr(rows: dict[str, tuple[Path, str]], collection: Path, n_queries: int, mrr
     for name, (folder, backend) in rows.items():
         model = load(folder, backend, threads)
         log(f"MRR@10 with {name}: encoding {len(passages):,} passages and {len(queries):,} queries")
-        vectors = model.passage_encoder.encode_passages([p.title for p in passages], [p.text for p in passages],
-                                                        max_length=model.config.max_passage_len, batch_size=batch)
+        vectors = encode_as_indexed(model, [p.title for p in passages], [p.text for p in passages], batch)
         index = faiss.IndexFlatIP(vectors.shape[1])
         index.add(np.ascontiguousarray(vectors, dtype=np.float32))
         query_vectors = model.query_encoder.encode_queries(queries, max_length=model.config.max_query_len)
@@ -271,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--exports takes {', '.join(EXPORTS)}, got {args.exports!r}")
     folders = {export: exported_encoder(root, args.encoder, export) for export in exports}
     rows = our_rows(folders)
+    max_length = BiEncoder.load(str(next(iter(folders.values()))), "cpu").config.max_passage_len  # the peer's too
     # sentence-transformers loads the encoder folder itself (it holds modules.json, see st_export):
     # the bundled model for the default, the model folder, or the retriever's passage encoder.
     if args.encoder == "default":
@@ -294,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.peer_python != "none":
         python = args.peer_python or default_python(ROOT)
         log(f"starting sentence-transformers' worker ({python})")
-        peer = Peer(python, "encode", st_folder, root, args.threads, MAX_LENGTH, BATCH, args.peer_int8)
+        peer = Peer(python, "encode", st_folder, root, args.threads, max_length, BATCH, args.peer_int8)
         for row, why in peer.skipped.items():
             log(f"no {PEER} {row} row: {why}")
     try:
@@ -308,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         test_topics = dataset(root, "ecb-test", BuildOptions(splits=("test",)))
         scores, n_queries, n_passages = mrr(rows, test_topics, args.queries, args.mrr_passages, args.threads,
                                              batches[0])
-    section = report(args, seconds, len(texts), scores, n_queries, n_passages, started, st_folder, peer)
+    section = report(args, seconds, len(texts), scores, n_queries, n_passages, started, st_folder, peer, max_length)
     print(section)
     write_section(args.results, section, SECTION)
     log(f"wrote {args.results}")
@@ -316,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(args: argparse.Namespace, seconds: dict[str, list[float]], n_texts: int, scores: dict[str, float],
-           n_queries: int, n_passages: int, started: dt.datetime, st_folder: str, peer: Any) -> str:
+           n_queries: int, n_passages: int, started: dt.datetime, st_folder: str, peer: Any,
+           max_length: int) -> str:
     import onnxruntime
     import torch
 
@@ -358,12 +373,13 @@ def report(args: argparse.Namespace, seconds: dict[str, list[float]], n_texts: i
     parts = [
         SECTION, "",
         f"Run {started:%Y-%m-%d %H:%M} by `{command}`. Encoder: {encoder}. Speed: {n_texts:,} passages, `title "
-        f"[SEP] text` cut to {MAX_LENGTH} tokens, batches of {args.batch_sizes}, {args.threads} threads, "
+        f"[SEP] text` cut to {max_length} tokens, batches of {args.batch_sizes}, {args.threads} threads, "
         f"{args.repeats} rounds in "
         f"rotated order (median and best round). corefsearch's rows: `--backend torch`, and `onnx` / `onnx-int8` "
         f"of each export (`export-onnx --quantize-ops linear|all`; `fused-`: with `--fuse`, the default for "
-        f"BERT-style encoders; without it, `--no-fuse`); corefsearch forms its batches from passages sorted by "
-        f"token count, sentence-transformers by characters. {peer_text} "
+        f"BERT-style encoders; without it, `--no-fuse`), timed through `encode_chunk`, the function `index "
+        f"--dense` and `add` encode with (batches of passages sorted by token count; sentence-transformers sorts "
+        f"by characters). {peer_text} "
         f"{quality} torch {torch.__version__}, ONNX Runtime {onnxruntime.__version__}.",
         "",
         markdown_table(["Encoder", "passages/s (median)", "best", f"× {fastest or 'peer'} (median)", "MRR@10",

@@ -5,9 +5,10 @@ process on the same inputs:
 
 - **encoding**: passages/s encoding ``--passages`` real passages (the dataset's, cycled; no title,
   cut to 180 tokens) with corefsearch's passage encoder (the bundled all-MiniLM-L6-v2 as the
-  zero-shot retriever; fp32 and ``--precision auto``, batches of :func:`default_batch_size`, length-
-  sorted) against sentence-transformers ``SentenceTransformer.encode`` on the same weights (fp32, and
-  fp16 after ``.half()``, its usual GPU setting; batch 1,024, ``max_seq_length`` 180). Aim: ≥ 1.0× the
+  zero-shot retriever; fp32 and ``--precision auto``, batches of :func:`default_batch_size` sorted by
+  token count, encoded as ``index --dense`` encodes: bench/encode_speed.py's ``encode_as_indexed``)
+  against sentence-transformers ``SentenceTransformer.encode`` on the same weights (fp32, and fp16
+  after ``.half()``, its usual GPU setting; batch 1,024, ``max_seq_length`` 180). Aim: ≥ 1.0× the
   fp16 peer and ≥ 10,000 passages/s.
 - **training**: seconds per step of each trainer (``--steps`` steps after 3 warm-up steps, the CLI's
   defaults otherwise) in fp32 and bf16, each precision's second run of two, taking turns: the retriever
@@ -66,6 +67,7 @@ def timed(device: str, work: Callable[[], Any]) -> tuple[Any, float]:
 
 def encoding_rows(texts: list[str], device: str, reduced: str) -> list[tuple[str, float]]:
     """passages/s of corefsearch (fp32, auto) and sentence-transformers (fp32, fp16 on a GPU)."""
+    from encode_speed import encode_as_indexed
     from sentence_transformers import SentenceTransformer
 
     from corefsearch.base.models import default_model_path
@@ -73,14 +75,14 @@ def encoding_rows(texts: list[str], device: str, reduced: str) -> list[tuple[str
     from corefsearch.dense.encoder import default_batch_size
     from corefsearch.dense.store import load_encoder
 
-    ours = load_encoder("default", device).passage_encoder
+    ours = load_encoder("default", device)
     batch = default_batch_size(device)
     titles = [""] * len(texts)
     rows = []
     for precision in ("fp32", reduced):
         with using(precision):
-            ours.encode_passages(titles[:batch], texts[:batch], MAX_LENGTH, batch)  # warm-up
-            _, seconds = timed(device, lambda: ours.encode_passages(titles, texts, MAX_LENGTH, batch))
+            encode_as_indexed(ours, titles[:batch], texts[:batch], batch)  # warm-up
+            _, seconds = timed(device, lambda: encode_as_indexed(ours, titles, texts, batch))
         rows.append((f"corefsearch, {resolve(precision, device)}", len(texts) / seconds))
     peer = SentenceTransformer(default_model_path(), device=device)
     peer.max_seq_length = MAX_LENGTH

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.io.trec import read_qrels, read_run
     from corefsearch.search.candidates import open_candidates
-    from corefsearch.search.expansion import EncoderExpansion
+    from corefsearch.search.second_round import EncoderExpansion
 
     depths = [int(x) for x in args.depths.split(",")]
     gates = [float(x) for x in args.gates.split(",")]

@@ -29,9 +29,9 @@ from corefsearch.cluster.candidates import LINKAGES, assignment_of, candidate_pa
 from corefsearch.cluster.encoder import cluster_vectors, split_records
 from corefsearch.cluster.mentions import read_split_mentions
 from corefsearch.cluster.model import MentionEncoder
-from corefsearch.cluster.scorer import PairScorer, lemma_candidates
 from corefsearch.cluster.topics import mention_groups
 from corefsearch.evaluate.coref import score_partitions
+from corefsearch.pair_scorer.model import PairScorer, lemma_candidates
 
 
 def log(message: str) -> None:

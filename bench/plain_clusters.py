@@ -116,12 +116,11 @@ def api_client(index: Path, encoder: Path, detector: str):  # noqa: ANN201 - a T
     from fastapi.testclient import TestClient
 
     from corefsearch.search.engine import SearchEngine
-    from corefsearch.search.expansion import ExpansionOptions
-    from corefsearch.search.retriever import RetrievalOptions
+    from corefsearch.search.options import ExpansionOptions, RetrievalOptions, SearchOptions
     from corefsearch.serve.app import create_app
 
-    engine = SearchEngine.open(index, retrieval=RetrievalOptions(device="cpu"),
-                               expansion=ExpansionOptions(encoder=encoder, detector=detector))
+    engine = SearchEngine.open(index, SearchOptions(retrieval=RetrievalOptions(device="cpu"),
+                                                    expansion=ExpansionOptions(encoder=encoder, detector=detector)))
     return TestClient(create_app(engine))
 
 

@@ -38,8 +38,9 @@ Dense, at ``--dense-size`` passages (default the largest size; the collection of
 
 - the encoder: a seeded sample of ``--sample`` real passages of that collection encoded by the bundled
   all-MiniLM-L6-v2 (``corefsearch.dense.store.load_encoder("default")``, torch on the CPU,
-  ``--threads`` threads, batches of 64, the index's passage length): its passages/s, and the projected
-  hours for the whole collection; the sampled test queries encoded by its query encoder;
+  ``--threads`` threads, batches of 32, the index's passage length; through ``chunks.encode_chunk``, as
+  ``index --dense`` encodes): its passages/s, and the projected hours for the whole collection; the
+  sampled test queries encoded by its query encoder;
 - the vectors: ``--dense-size`` unit vectors made from the sample, row i = sample vector ``i mod S`` plus
   seeded Gaussian noise of norm about σ = ``--jitter`` (renormalised), as ``bench/cluster_scale.py`` does,
   so that every vector is distinct (the encoder's geometry, not the encoder's vectors of those passages;
@@ -90,6 +91,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bm25 import machine, markdown_table, write_section  # noqa: E402
 from cluster import CLI, log, timed_run  # noqa: E402
+from encode_speed import encode_as_indexed  # noqa: E402
+
+from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 ECBPLUS = REPO / "data" / "ecbplus" / "ECBplus.tar.gz"
@@ -430,10 +434,11 @@ def encode_child(dataset: Path, out: Path, sample: int, n_queries: int, threads:
             titles.append(passage.title)
             texts.append(passage.text)
     model = load_encoder("default", "cpu")
-    encoder, length = model.passage_encoder, model.config.max_passage_len
-    encoder.encode_passages(titles[:64], texts[:64], max_length=length, batch_size=64)  # warm-up
+    length = model.config.max_passage_len
+    batch = DEFAULT_BATCH_SIZE
+    encode_as_indexed(model, titles[:batch], texts[:batch], batch)  # warm-up
     began = time.perf_counter()
-    vectors = encoder.encode_passages(titles, texts, max_length=length, batch_size=64)
+    vectors = encode_as_indexed(model, titles, texts, batch)  # as index --dense encodes
     passage_seconds = time.perf_counter() - began
     queries = sampled_queries(dataset, n_queries, seed)
     query_vectors = model.query_encoder.encode_queries(queries, max_length=model.config.max_query_len)
@@ -475,8 +480,8 @@ def write_shard(dataset: Path, vectors_dir: Path, shard: Path, size: int, sigma:
     write_manifest(tmp / "manifest.json", manifest_record(DENSE_SHARD, {
         "dataset": str(dataset.resolve()), "passages_sha256": sha, "passages": count, "encoder": encoder,
         "shard": [0, 1], "rows": [0, count],
-        "encoding": {"batch_size": 64, "chunk_size": count, "device": "cpu", "backend": "torch", "encoded": 0,
-                     "resumed": 0, "seconds": 0.0, "passages_per_second": None,
+        "encoding": {"batch_size": DEFAULT_BATCH_SIZE, "chunk_size": count, "device": "cpu", "backend": "torch",
+                     "encoded": 0, "resumed": 0, "seconds": 0.0, "passages_per_second": None,
                      "note": f"not encoded: {len(sample):,} encoded sample vectors jittered (sigma {sigma}) "
                              f"to {count:,} rows by bench/scale.py"},
         "versions": versions("faiss", "torch", "transformers", "numpy")}))
@@ -532,7 +537,8 @@ def dense_search_child(index: Path, vectors_dir: Path, threads: int, exact: Path
     import numpy as np
 
     from corefsearch.dense import faiss_index
-    from corefsearch.search.retriever import RetrievalOptions, open_retriever
+    from corefsearch.search.options import RetrievalOptions
+    from corefsearch.search.retriever import open_retriever
 
     faiss.omp_set_num_threads(threads)
     import torch
@@ -751,7 +757,8 @@ def report(sizes: list[int], sparse: dict[int, dict[str, Any]], dense: dict[str,
         encode = dense["encode"]
         hours = dense_size / encode["passages_per_second"] / 3600
         lines += ["### Dense search", "",
-                  f"Encoder: the bundled all-MiniLM-L6-v2 (torch, CPU, {args.threads} threads, batches of 64, "
+                  f"Encoder: the bundled all-MiniLM-L6-v2 (torch, CPU, {args.threads} threads, batches of "
+                  f"{DEFAULT_BATCH_SIZE}, through `encode_chunk` as `index --dense` encodes, "
                   f"passages cut to {encode['max_length']} tokens) encoded {encode['sample']:,} sampled passages of "
                   f"the {dense_size:,}-passage collection in {encode['seconds']:.1f} s: "
                   f"**{encode['passages_per_second']:,.0f} passages/s**{dense['marks']['encode']}, so "

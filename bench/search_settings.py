@@ -41,7 +41,8 @@ def measure(index: Path, option: str, value: int | None, vectors: Any, own: list
             n: int) -> dict[str, Any]:
     import numpy as np
 
-    from corefsearch.search.retriever import RetrievalOptions, open_retriever
+    from corefsearch.search.options import RetrievalOptions
+    from corefsearch.search.retriever import open_retriever
 
     retrieval = RetrievalOptions("dense", device="cpu", **({option: value} if value is not None else {}))
     searcher: Any = open_retriever(index, retrieval=retrieval)

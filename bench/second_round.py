@@ -9,7 +9,7 @@ mentions, or ``--detector heuristic|DIR`` at query time; ``gold``, the dataset's
 upper bound), or, with
 ``--spans RUN.spans.jsonl`` of a reader run over the same first round, by the reader. Every expansion
 query of the largest N is searched once; each (N, w) of the grid then fuses the first round with
-the lists of its first N expansions (``corefsearch.search.expansion.fuse_rounds``, what the CLI runs;
+the lists of its first N expansions (``corefsearch.search.second_round.fuse_rounds``, what the CLI runs;
 only the expansions at least as similar as the grid's least gate are searched, the others never being fused),
 and is scored with ``corefsearch evaluate``'s scorer: MRR@10, mAP@10, R@10, R@50, R@100 (trec
 definitions), ×100, on ``--split`` (dev). ``--test``: the test split once with what dev chose.
@@ -75,12 +75,14 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def hybrid_setup(device: str) -> Any:
-    """The option objects of the hybrid dev chose, built by the CLI's own builder (``search_setup``)."""
-    from corefsearch.cli.options import FileBM25Args, ModelArgs, search_setup
+def hybrid_options(device: str) -> Any:
+    """The options of the hybrid dev chose (a ``SearchOptions``: its ``bm25``, ``retrieval``), built by the CLI's
+    own builder (``search_options``)."""
+    from corefsearch.cli.options import FileBM25Args, ModelArgs, RoundArgs, search_options
 
-    return search_setup(["hybrid"], FileBM25Args(query_format="sentence", fields="sentence=1,document=0.1", threads=2),
-                        ModelArgs(fusion="interpolate", alpha=0.5, device=device))
+    return search_options(["hybrid"], FileBM25Args(query_format="sentence", fields="sentence=1,document=0.1",
+                                                   threads=2),
+                          ModelArgs(fusion="interpolate", alpha=0.5, device=device), RoundArgs())
 
 
 def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max: int, device: str,
@@ -96,11 +98,11 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
     from corefsearch.base.schema import Hit
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.search.candidates import open_candidates
-    from corefsearch.search.expansion import EncoderExpansion, from_spans
     from corefsearch.search.retriever import open_retriever
+    from corefsearch.search.second_round import EncoderExpansion, from_spans
 
-    setup = hybrid_setup(device)
-    retriever = open_retriever(index, setup.bm25, setup.retrieval)
+    options = hybrid_options(device)
+    retriever = open_retriever(index, options.bm25, options.retrieval)
     queries = read_queries(dataset / "queries" / f"{split}.jsonl")
     log(f"{split}: first round, {len(queries):,} queries" + (" (run once before)" if ran is not None else ""))
     began = time.perf_counter()
@@ -130,7 +132,8 @@ def rounds(index: Path, dataset: Path, split: str, encoder: Path, k: int, n_max:
                 SIMILARITY[x.id] = span_score[q.id, x.passage_id]  # the reader's spans are gated on their score
                 CORRECT[x.id] = q.cluster_id in gold_clusters(dataset, x)
     else:
-        from corefsearch.search.expansion import BACKGROUND_FROM, expansion_query
+        from corefsearch.search.options import BACKGROUND_FROM
+        from corefsearch.search.second_round import expansion_query
 
         candidates, detector, candidate_dataset = source or (CANDIDATES[0], CANDIDATES[1], dataset)
         opened = OfTypes(open_candidates(candidates, candidate_dataset, detector), {q.type for q, _ in first})
@@ -181,7 +184,7 @@ class OfTypes:
 
 EMPTY: dict[str, int] = {}  # split -> top passages asked about that held no candidate of the query's type
 SIMILARITY: dict[str, float] = {}  # expansion id -> the encoder's similarity of its mention to the query's
-MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.search.expansion)
+MARGIN: dict[str, float] = {}  # expansion id -> its similarity less the background's (corefsearch.search.second_round)
 CORRECT: dict[str, bool] = {}  # expansion id -> its mention is in the query's gold cluster
 
 
@@ -222,8 +225,8 @@ MENTIONS: dict[Path, dict[str, list[dict[str, Any]]]] = {}  # dataset -> its pas
 
 def reciprocal(query: Any, expansion: Any, found: dict[str, list[Any]], depth: int) -> bool:
     """The expansion's own search finds the query's passage in its top ``depth`` (0: no such test): the
-    library's test (``corefsearch.search.expansion.finds_again``) on the cached hits."""
-    from corefsearch.search.expansion import finds_again
+    library's test (``corefsearch.search.second_round.finds_again``) on the cached hits."""
+    from corefsearch.search.second_round import finds_again
 
     return finds_again(query, found[expansion.id], depth)
 
@@ -237,7 +240,7 @@ def scores(first: list[Any], expansions: dict[str, list[Any]], found: dict[str, 
     1 is "heads only", as if its search had found nothing)."""
     from corefsearch.evaluate.ranking import evaluate_run
     from corefsearch.io.trec import read_qrels
-    from corefsearch.search.expansion import expansion_list, head_and_tail
+    from corefsearch.search.second_round import expansion_list, head_and_tail
 
     run = {}
     for query, hits in first:
@@ -275,7 +278,7 @@ def reader_rows(retriever: Any, dataset: Path, reader: Path, first_stage: Path, 
     from corefsearch.evaluate.spans import read_spans
     from corefsearch.io.trec import read_qrels, read_run
     from corefsearch.search.candidates import open_candidates
-    from corefsearch.search.expansion import EncoderExpansion, expansion_list, finds_again, from_spans, fuse_rounds
+    from corefsearch.search.second_round import EncoderExpansion, expansion_list, finds_again, from_spans, fuse_rounds
 
     queries = read_queries(dataset / "queries" / "test.jsonl")
     root = Path(tempfile.mkdtemp(prefix="corefsearch-second-round-"))
@@ -545,17 +548,17 @@ def warm_cost(args: argparse.Namespace, n: int, w: float, count: int, gate: floa
               list_depth: str = "all", head: int = 10) -> None:
     """ms per query of the warm engine (what ``serve`` answers with), one round against two, taking turns."""
     import statistics
+    from dataclasses import replace
 
     from corefsearch.datasets.dataset import read_queries
     from corefsearch.search.engine import SearchEngine
-    from corefsearch.search.expansion import ExpansionOptions
+    from corefsearch.search.options import ExpansionOptions
 
-    setup = hybrid_setup(args.device)
-    engine = SearchEngine.open(args.index, setup.bm25, setup.retrieval, dataset=args.dataset,
-                               expansion=ExpansionOptions(1, max(n, 1), w, CANDIDATES[0], CANDIDATES[1],
-                                                          args.mention_encoder, gate,
-                                                          list_depth=0 if list_depth == "all" else int(list_depth),
-                                                          head=head))
+    options = replace(hybrid_options(args.device),
+                      expansion=ExpansionOptions(1, max(n, 1), w, CANDIDATES[0], CANDIDATES[1], args.mention_encoder,
+                                                 gate, list_depth=0 if list_depth == "all" else int(list_depth),
+                                                 head=head))
+    engine = SearchEngine.open(args.index, options, args.dataset)
     queries = read_queries(args.dataset / "queries" / "test.jsonl")[:count]
     times: dict[int, list[float]] = {1: [], 2: []}
     for i, query in enumerate(queries):
@@ -575,8 +578,8 @@ def test_reader_only(args: argparse.Namespace, n: int, w: float, gate: float | N
                      depths: tuple[int, ...] = (0,)) -> int:
     from corefsearch.search.retriever import open_retriever
 
-    setup = hybrid_setup(args.device)
-    retriever = open_retriever(args.index, setup.bm25, setup.retrieval)
+    options = hybrid_options(args.device)
+    retriever = open_retriever(args.index, options.bm25, options.retrieval)
     rows = reader_rows(retriever, args.dataset, args.test_reader, args.first_stage, args.mention_encoder,
                        max(n, 1), w, args.k, args.device, gate, depths)
     columns = [*METRICS, "cluster F1@10"]

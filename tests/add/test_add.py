@@ -316,19 +316,20 @@ def index_all(dataset: Path, out: Path, model: Path, faiss_type: str = "flat") -
 
 def search_runs(index: Path, dataset: Path, out: Path) -> dict[str, Path]:
     from corefsearch.fusion import FusionOptions
+    from corefsearch.search.options import RetrievalOptions, SearchOptions
     from corefsearch.search.pipeline import search_to_run
-    from corefsearch.search.retriever import RetrievalOptions
     from corefsearch.sparse.search import BM25Options
 
     out.mkdir(parents=True, exist_ok=True)
     queries = dataset / "queries" / "test.jsonl"
     runs = {"bm25": out / "bm25.txt", "fields": out / "fields.txt", "dense": out / "dense.txt"}
-    search_to_run(index, queries, runs["bm25"], k=50, options=BM25Options(query_format="sentence", threads=1))
-    search_to_run(index, queries, runs["fields"], k=50,
-                  options=BM25Options(query_format="sentence", threads=1,
-                                      fields={"sentence": 1.0, "title": 0.5, "document": 0.2}))
-    search_to_run(index, queries, runs["dense"], k=50,
-                  retrieval=RetrievalOptions("dense", None, "cpu", FusionOptions("rrf", 0.5)))
+    search_to_run(index, queries, runs["bm25"],
+                  SearchOptions(k=50, bm25=BM25Options(query_format="sentence", threads=1)))
+    search_to_run(index, queries, runs["fields"],
+                  SearchOptions(k=50, bm25=BM25Options(query_format="sentence", threads=1,
+                                                       fields={"sentence": 1.0, "title": 0.5, "document": 0.2})))
+    search_to_run(index, queries, runs["dense"],
+                  SearchOptions(k=50, retrieval=RetrievalOptions("dense", None, "cpu", FusionOptions("rrf", 0.5))))
     return runs
 
 

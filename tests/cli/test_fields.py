@@ -125,3 +125,51 @@ def test_flags_show_no_type_in_help(path: tuple[str, ...]) -> None:
     assert "--help" in result.output and "<bool>" not in result.output
     if path == ("train", "retriever"):
         assert "<int>" in result.output  # options that take a value still show their type
+
+
+def _args_classes() -> dict[tuple[str, ...], tuple[type, set[str]]]:
+    """Each command whose options are one ``*Args`` dataclass: the class and the parameters written by hand
+    (the positional arguments and the shared ``--ray`` options)."""
+    from corefsearch.cli.cluster import ClusterArgs
+    from corefsearch.cli.data import AddArgs, BuildArgs
+    from corefsearch.cli.detect import DetectArgs
+    from corefsearch.cli.evaluate import EvaluateArgs
+    from corefsearch.cli.index import IndexArgs
+
+    ray = {"ray", "ray_workers", "ray_cpus_per_worker"}
+    return {("index",): (IndexArgs, {"dataset", *ray}), ("cluster",): (ClusterArgs, {"dataset", *ray}),
+            ("detect",): (DetectArgs, {"dataset", *ray}), ("build-dataset",): (BuildArgs, {"input_path"}),
+            ("add",): (AddArgs, {"dataset"}), ("evaluate",): (EvaluateArgs, {"runs"})}
+
+
+@pytest.mark.parametrize("path", [("index",), ("cluster",), ("detect",), ("build-dataset",), ("add",), ("evaluate",)])
+def test_each_command_offers_the_fields_of_its_args(path: tuple[str, ...]) -> None:
+    cls, own = _args_classes()[path]
+    params = {p.name: p for p in click_command(*path).params}
+    fields = {f.name: f for f in option_fields(cls)}
+    assert set(params) - own == set(fields)
+    for name, f in fields.items():
+        assert params[name].help == f.metadata["help"], name
+        assert params[name].default == (None if f.default is dataclasses.MISSING else f.default), name
+        declared = f.metadata.get("option")
+        assert params[name].opts == ([declared] if declared else ["--" + name.replace("_", "-")]), name
+
+
+@dataclass
+class Indexes:
+    index: list[str] | None = field(default=None, metadata={"help": "Repeatable.", "metavar": "INDEX"})
+
+
+def test_metavar_names_the_value_in_help() -> None:
+    seen: list[Any] = []
+    toy = typer.Typer()
+
+    @toy.command()
+    @options_from(Indexes, into="indexes")
+    def run(indexes: Indexes) -> None:
+        seen.append(indexes)
+
+    shown = runner.invoke(toy, ["--help"]).output
+    assert "INDEX" in shown and "<list" not in shown
+    assert runner.invoke(toy, ["--index", "a", "--index", "b"]).exit_code == 0
+    assert seen == [Indexes(index=["a", "b"])]

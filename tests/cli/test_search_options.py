@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import typer.main
 
 from corefsearch.cli import app
-from corefsearch.cli.options import BM25Args, FileBM25Args, ModelArgs, RoundArgs, expansion_options, search_setup
-from corefsearch.search.expansion import ExpansionOptions
-from corefsearch.search.retriever import RetrievalOptions
+from corefsearch.cli.options import BM25Args, FileBM25Args, ModelArgs, RoundArgs, expansion_options, search_options
+from corefsearch.search.options import ExpansionOptions, RetrievalOptions, SearchOptions
 from corefsearch.sparse.search import BM25Options
 
 # The options one command declares otherwise, on purpose (cli/options.py: FileBM25Args, ServeModelArgs, ...).
@@ -24,10 +24,10 @@ def options(command: str) -> dict[str, Any]:
 
 
 def test_the_defaults_on_the_command_line_are_the_wings_defaults() -> None:
-    setup = search_setup(["bm25"], BM25Args(), ModelArgs())
+    setup = search_options(["bm25"], BM25Args(), ModelArgs(), RoundArgs())
     assert setup.bm25 == replace(BM25Options(), threads=1) and setup.reader is None
-    assert setup.retrieval == RetrievalOptions()
-    assert search_setup(["bm25"], FileBM25Args(), ModelArgs()).bm25 == BM25Options()
+    assert setup.retrieval == RetrievalOptions() and setup.expansion is None
+    assert search_options(["bm25"], FileBM25Args(), ModelArgs(), RoundArgs()).bm25 == BM25Options()
     assert expansion_options(RoundArgs()) is None
     assert expansion_options(RoundArgs(rounds=2)) == ExpansionOptions(rounds=2)
 
@@ -53,3 +53,27 @@ def test_the_help_comes_from_the_options_dataclasses() -> None:
     assert options("search")["rm3"].help == fields["rm3"].metadata["help"]
     assert options("query")["candidates"].help == ExpansionOptions.__dataclass_fields__["candidates"].metadata["help"]
     assert options("serve")["query_format"].help.startswith(fields["query_format"].metadata["help"])
+
+
+def test_the_options_of_search_are_resolved_once(tmp_path: Path) -> None:
+    """`search_options` builds one SearchOptions; its `.check()` works out the second round's candidates (the
+    reader's spans with a reader and no mention encoder, detected ones with a mention encoder), and a second
+    `.check()` does nothing."""
+    reader, encoder = tmp_path / "reader", tmp_path / "mention-encoder"
+    reader.mkdir()
+    encoder.mkdir()
+    rounds = RoundArgs(rounds=2)
+    options = search_options(["bm25"], FileBM25Args(), ModelArgs(reader=reader, device="cpu"), rounds, k=100)
+    assert isinstance(options, SearchOptions) and options.k == 100 and options.rounds == 2
+    assert options.reader is not None and options.reader.model == reader
+    assert options.expansion is not None and options.expansion.candidates is None  # open until checked
+    assert options.check() is options
+    assert options.expansion.candidates == "reader" and options.expansion.source == "reader"
+    resolved = options.expansion
+    options.k = 0  # refused by a check; a second check validates and resolves nothing again
+    assert options.check() is options and options.expansion is resolved and options.k == 0
+    with_encoder = search_options(["bm25"], FileBM25Args(), ModelArgs(reader=reader, device="cpu"),
+                                  replace(rounds, mention_encoder=encoder))
+    expansion = with_encoder.check().expansion
+    assert expansion is not None and expansion.candidates == "detected" and expansion.source == "encoder"
+    assert with_encoder.mention_encoder == encoder

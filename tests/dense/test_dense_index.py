@@ -26,8 +26,8 @@ from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, pa
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.dense.store import check_dense_index_matches_dataset, load_dense_manifest
 from corefsearch.fusion import FusionOptions, fuse, interpolation, reciprocal_rank_fusion
+from corefsearch.search.options import RetrievalOptions, SearchOptions
 from corefsearch.search.pipeline import search_to_run
-from corefsearch.search.retriever import RetrievalOptions
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})
@@ -312,7 +312,7 @@ def test_dataset_checksum_mismatch(reference_index: Path, small_dataset: Path, s
         check_dense_index_matches_dataset(reference_index, subset_dataset)
     with pytest.raises(InputError, match="dense index .* built from other passages"):
         search_to_run(reference_index, subset_dataset / "queries" / "test.jsonl", tmp_path / "run.trec",
-                      retrieval=RetrievalOptions("dense", device="cpu"))
+                      SearchOptions(k=500, retrieval=RetrievalOptions("dense", device="cpu")))
     assert not (tmp_path / "run.trec").exists()
 
 

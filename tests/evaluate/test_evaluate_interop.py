@@ -218,10 +218,11 @@ def test_tools_agree_on_every_metric(tied_bm25: tuple[Path, Path, dict[str, dict
 
 @java
 def test_search_writes_runs_in_trec_evals_order(subset_dataset: Path, subset_index: Path, tmp_path: Path) -> None:
+    from corefsearch.search.options import SearchOptions
     from corefsearch.search.pipeline import search_to_run
 
     out = tmp_path / "bm25.trec"
-    search_to_run(subset_index, subset_dataset / "queries" / "test.jsonl", out, k=100)
+    search_to_run(subset_index, subset_dataset / "queries" / "test.jsonl", out, SearchOptions(k=100))
     assert_trec_eval_ready(out, read_run(out))
     assert listed(out)  # a real run
 

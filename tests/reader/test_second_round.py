@@ -1,4 +1,4 @@
-"""The second search round (``corefsearch.search.expansion``, ``search --rounds 2``): N = 0 is the first round, an
+"""The second search round (``corefsearch.search.second_round``, ``search --rounds 2``): N = 0 is the first round, an
 expansion query is a query record like any other, the weighted fusion, the options' checks and their
 round trip through the run's metadata; end to end with a tiny reader's spans and a tiny mention encoder."""
 
@@ -17,12 +17,9 @@ from corefsearch.base.schema import Hit, Query
 from corefsearch.cli import app
 from corefsearch.datasets.dataset import read_queries
 from corefsearch.io.trec import read_run
-from corefsearch.search.expansion import (
-    BACKGROUND_DEPTH,
-    BACKGROUND_FROM,
-    RRF_K,
+from corefsearch.search.options import BACKGROUND_DEPTH, BACKGROUND_FROM, RRF_K, ExpansionOptions
+from corefsearch.search.second_round import (
     EncoderExpansion,
-    ExpansionOptions,
     expansion_list,
     expansion_query,
     from_spans,
@@ -210,9 +207,10 @@ def test_the_margin_test_keeps_the_mentions_clearly_nearer_than_the_first_rounds
     assert kept(0.06, ranked[:BACKGROUND_FROM]) == ["p1", "p2"]
     # With the test on, the encoder's first round is searched to the background's depth; the run keeps k.
     on = ExpansionOptions(rounds=2, candidates="gold", margin=0.0)
-    assert on.first_depth(10, False) == BACKGROUND_DEPTH and on.first_depth(500, False) == 500
-    assert ExpansionOptions(rounds=2, candidates="detected").first_depth(10, False) == 10
-    assert ExpansionOptions(rounds=2, margin=0.0).first_depth(10, True) == 10  # the reader's spans: no test
+    assert on.first_depth(10) == BACKGROUND_DEPTH and on.first_depth(500) == 500
+    assert ExpansionOptions(rounds=2, candidates="detected").first_depth(10) == 10
+    assert ExpansionOptions(rounds=2, margin=0.0).resolved(True).first_depth(10) == 10  # the reader's spans: no test
+    assert ExpansionOptions(rounds=2, margin=0.0).resolved(False).first_depth(10) == BACKGROUND_DEPTH
     first = [(QUERY, ranked)]
     assert len(second_round(Recorder(), first, {"q1": []}, on, 10)[0][1]) == 10
 
@@ -277,7 +275,7 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
             options.validate(has_reader=False)
     options = ExpansionOptions(rounds=2, expand=4, weight=0.75, candidates="gold", encoder=tmp_path,
                                min_similarity=0.8, reciprocal=3, margin=0.02, list_depth=0, head=10)
-    recorded = json.loads(json.dumps(options.describe(False)))
+    recorded = json.loads(json.dumps(options.describe()))
     assert recorded["background_ranks"] == [BACKGROUND_FROM + 1, BACKGROUND_DEPTH]
     assert ExpansionOptions.from_metadata(recorded) == \
         ExpansionOptions(2, 4, 0.75, "gold", None, tmp_path.resolve(), 0.8, 3, 0.02, 0, 10)
@@ -289,9 +287,9 @@ def test_expansion_options_are_checked_and_round_trip_through_the_run_metadata(t
     assert ExpansionOptions.from_metadata(recorded).margin is None
     assert ExpansionOptions.from_metadata(recorded).list_depth == 0  # every passage of each list, as then
     assert ExpansionOptions.from_metadata(recorded).head == 0
-    with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0)
-    assert with_reader.describe(True)["source"] == "reader"
-    assert ExpansionOptions.from_metadata(with_reader.describe(True)).weight == 2.0
+    with_reader = ExpansionOptions(rounds=2, expand=1, weight=2.0).resolved(True)
+    assert with_reader.candidates == "reader" and with_reader.describe()["source"] == "reader"
+    assert ExpansionOptions.from_metadata(with_reader.describe()).weight == 2.0
 
 
 def search(index: Path, dataset: Path, out: Path, *options: str) -> dict:
@@ -441,15 +439,15 @@ def test_the_api_answers_as_a_cluster_and_with_a_second_round(tiny_base: Path, t
 
     from corefsearch.reader.rerank import ReaderOptions
     from corefsearch.search.engine import SearchEngine
-    from corefsearch.search.retriever import RetrievalOptions
+    from corefsearch.search.options import RetrievalOptions, SearchOptions
     from corefsearch.serve.app import create_app
     from corefsearch.sparse.search import BM25Options
 
     reader = saved_reader(tiny_base, tmp_path / "reader")
     encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
-    engine = SearchEngine.open(tiny_index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
-                               ReaderOptions(reader, 5, device="cpu"), dataset=tiny_dataset,
-                               expansion=ExpansionOptions(encoder=encoder))
+    engine = SearchEngine.open(tiny_index, SearchOptions(
+        bm25=BM25Options(query_format="mention"), retrieval=RetrievalOptions("bm25", device="cpu"),
+        reader=ReaderOptions(reader, 5, device="cpu"), expansion=ExpansionOptions(encoder=encoder)), tiny_dataset)
     qid = read_queries(tiny_dataset / "queries" / "dev.jsonl")[0].id
     with TestClient(create_app(engine, threads=1)) as client:
         assert client.get("/info").json()["mention_encoder"] == str(encoder.resolve())

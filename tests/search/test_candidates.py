@@ -23,6 +23,7 @@ from corefsearch.search.candidates import (
     check_gold_allowed,
     open_candidates,
 )
+from corefsearch.search.options import ExpansionOptions, SearchOptions
 
 java = pytest.mark.java
 runner = CliRunner(env={"COLUMNS": "250"})
@@ -112,7 +113,10 @@ def test_gold_candidates_are_refused_on_a_coresearch_dataset(tiny_dataset: Path,
     with pytest.raises(InputError, match="--candidates gold"):
         open_candidates("gold", dataset)
     check_gold_allowed(tiny_dataset)  # an annotated corpus of another format: allowed when asked
+    # An unknown source is refused at the door (SearchOptions.check), before anything opens; never opened either.
     with pytest.raises(InputError, match="--candidates must be one of"):
+        SearchOptions(expansion=ExpansionOptions(rounds=2, candidates="annotations")).check()
+    with pytest.raises(InputError):
         open_candidates("annotations", tiny_dataset)
 
 
@@ -135,7 +139,7 @@ class _Encoder:
 
 
 def test_the_cluster_answer_applies_the_encoders_lemma_weight() -> None:
-    from corefsearch.search.expansion import FoundMention, cluster_answer
+    from corefsearch.search.cluster_answer import FoundMention, cluster_answer
 
     text = "The fire spread overnight."
     query = Query("adhoc", "", text, 4, 8, "fire", "")

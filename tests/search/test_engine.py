@@ -23,8 +23,8 @@ from corefsearch.cli import app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.search.engine import SearchEngine
+from corefsearch.search.options import RetrievalOptions, SearchOptions
 from corefsearch.search.pipeline import adhoc_query
-from corefsearch.search.retriever import RetrievalOptions
 from corefsearch.sparse.search import BM25Options
 
 java = pytest.mark.java
@@ -48,15 +48,16 @@ def reader_dir(subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.fixture(scope="module")
 def engine(subset_index: Path, subset_dataset: Path) -> SearchEngine:
-    return SearchEngine.open(subset_index, BM25Options(query_format="mention+entities"), dataset=subset_dataset)
+    return SearchEngine.open(subset_index, SearchOptions(bm25=BM25Options(query_format="mention+entities")),
+                             subset_dataset)
 
 
 @pytest.fixture(scope="module")
 def full_engine(both_indexes: Path, reader_dir: Path) -> SearchEngine:  # noqa: F811
     """bm25 (default), hybrid and dense, with a reader re-ranking the top 5."""
-    return SearchEngine.open(both_indexes, BM25Options(query_format="mention+entities"),
-                             RetrievalOptions(device="cpu"), ReaderOptions(reader_dir, rerank_k=5, device="cpu"),
-                             retrievers=("bm25", "hybrid", "dense"))
+    return SearchEngine.open(both_indexes, SearchOptions(
+        bm25=BM25Options(query_format="mention+entities"), retrieval=RetrievalOptions(device="cpu"),
+        reader=ReaderOptions(reader_dir, rerank_k=5, device="cpu"), retrievers=("bm25", "hybrid", "dense")))
 
 
 def as_json(result: Any) -> str:
@@ -70,14 +71,14 @@ def test_query_equals_adhoc_query_and_the_cli(engine: SearchEngine, subset_index
     result = engine.query(mention=mention, context=context, k=5)
     assert result.retriever == "bm25" and len(result.hits) == 5 and result.query_string.startswith(mention)
     assert any(hit.matched for hit in result.hits)
-    assert result.to_json() == adhoc_query(subset_index, mention, context, k=5).to_json()
+    assert result.to_json() == adhoc_query(subset_index, SearchOptions(k=5), mention, context).to_json()
     cli = runner.invoke(app, ["query", "--index", str(subset_index), "--mention", mention, "--context", context,
                               "--k", "5", "--json"])
     assert cli.exit_code == 0, cli.output
     assert cli.stdout == as_json(result)  # byte for byte what `query --json` prints
     # the mention alone, and a second question to the same warm engine
     alone = engine.query(mention="earthquake", k=3)
-    assert alone.to_json() == adhoc_query(subset_index, "earthquake", k=3).to_json()
+    assert alone.to_json() == adhoc_query(subset_index, SearchOptions(k=3), "earthquake").to_json()
 
 
 @java
@@ -105,7 +106,8 @@ def test_a_dataset_query_by_id(engine: SearchEngine, subset_index: Path, subset_
     result = engine.query(qid=query.id, k=8)
     assert result.split == "test" and query.passage_id not in [hit.passage_id for hit in result.hits]
     assert any(hit.relevant for hit in result.hits)
-    assert result.to_json() == adhoc_query(subset_index, k=8, dataset=subset_dataset, qid=query.id).to_json()
+    assert result.to_json() == adhoc_query(subset_index, SearchOptions(k=8), dataset=subset_dataset,
+                                           qid=query.id).to_json()
     # the engine has the dataset open: a pasted mention is answered too
     assert engine.query(mention="earthquake", k=2).split is None
 
@@ -118,7 +120,7 @@ def test_per_call_retriever_query_format_and_rerank_k(full_engine: SearchEngine,
     cpu = RetrievalOptions(device="cpu")
 
     def adhoc(**settings: Any) -> dict[str, Any]:
-        return adhoc_query(both_indexes, mention, context, k=4, **settings).to_json()
+        return adhoc_query(both_indexes, SearchOptions(k=4, **settings), mention, context).to_json()
 
     def ask(**settings: Any) -> dict[str, Any]:
         return full_engine.query(mention=mention, context=context, k=4, **settings).to_json()
@@ -131,7 +133,7 @@ def test_per_call_retriever_query_format_and_rerank_k(full_engine: SearchEngine,
     plain = ask(rerank_k=0)
     assert plain["reader"] is None and all("span" not in hit for hit in plain["hits"])
     assert plain == adhoc(retrieval=cpu)
-    assert ask(rerank_k=0, query_format="mention") == adhoc(options=BM25Options(query_format="mention"),
+    assert ask(rerank_k=0, query_format="mention") == adhoc(bm25=BM25Options(query_format="mention"),
                                                             retrieval=cpu)
     assert ask(rerank_k=0, query_format="mention")["query"]["bm25_query"] == mention
     hybrid = ask(retriever="hybrid", rerank_k=0)
@@ -150,7 +152,8 @@ def test_passage_comes_with_its_document_in_order(engine: SearchEngine, subset_d
     target = dataset[40]
     document = [p for p in dataset if p.doc_id == target.doc_id]
     assert len(document) > 1
-    for engine_here in (engine, SearchEngine.open(dense_only, retrieval=RetrievalOptions("dense", device="cpu"))):
+    dense_engine = SearchEngine.open(dense_only, SearchOptions(retrieval=RetrievalOptions("dense", device="cpu")))
+    for engine_here in (engine, dense_engine):
         found = engine_here.passage(target.id)
         assert found["id"] == target.id and found["title"] == target.title and found["text"] == target.text
         assert found["doc_id"] == target.doc_id
@@ -188,7 +191,7 @@ def test_bad_input_is_one_clear_input_error(engine: SearchEngine, subset_index: 
         with pytest.raises(InputError, match=message):
             engine.query(**arguments)
     with pytest.raises(InputError, match="--qid needs the dataset it is a query of"):
-        SearchEngine.open(subset_index, BM25Options(query_format="mention")).query(qid="36_1ecb_1")
+        SearchEngine.open(subset_index, SearchOptions(bm25=BM25Options(query_format="mention"))).query(qid="36_1ecb_1")
 
 
 @java
@@ -231,7 +234,7 @@ def test_document_format_per_call_needs_the_fields(news_corpus: Any, tmp_path: P
 
     build_dataset(read_generic(news_corpus.folder), tmp_path / "dataset", BuildOptions(split_ratios=(0, 0, 1)))
     build_lucene_index(tmp_path / "dataset", tmp_path / "index")  # without --fields
-    engine = SearchEngine.open(tmp_path / "index", BM25Options(query_format="mention"))
+    engine = SearchEngine.open(tmp_path / "index", SearchOptions(bm25=BM25Options(query_format="mention")))
     assert engine.query(mention="flood", k=2).hits
     with pytest.raises(InputError, match="has no document field .*which --query-format document needs"):
         engine.query(mention="flood", query_format="document")

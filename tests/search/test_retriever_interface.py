@@ -20,7 +20,8 @@ from corefsearch.base.schema import Hit, Query
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.fusion import FusionOptions, fuse
-from corefsearch.search.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever, open_retrievers
+from corefsearch.search.options import RetrievalOptions
+from corefsearch.search.retriever import IndexManifests, Retriever, open_retriever, open_retrievers
 from corefsearch.sparse.search import BM25Options, BM25Searcher
 
 java = pytest.mark.java
@@ -56,7 +57,7 @@ def test_bm25_through_the_interface_answers_as_before(subset_index: Path, querie
     strings = plain.formulate(sample)
     batch = {query.id: hits for query, hits in retriever.search(sample, 10)}
     for query, string in zip(sample, strings, strict=True):
-        before = plain.search_one(string, 10, exclude=query.passage_id)  # the old call: a string and its exclusion
+        before = plain.search_string(string, 10, exclude=query.passage_id)  # the old call: a string and its exclusion
         one = retriever.search_one(query, 10)
         assert pairs(one) == pairs(before) and len(one) == 10
         assert query.passage_id not in [h.passage_id for h in one]
@@ -65,7 +66,7 @@ def test_bm25_through_the_interface_answers_as_before(subset_index: Path, querie
         assert [h.score for h in batch[query.id]] == pytest.approx([h.score for h in one], abs=1e-4)
         # a query string given by the caller is searched as it is
         assert pairs(retriever.search_one(query, 10, query_string=query.mention)) == pairs(
-            plain.search_one(query.mention, 10, exclude=query.passage_id))
+            plain.search_string(query.mention, 10, exclude=query.passage_id))
     some = sample[0].passage_id
     assert retriever.passage(some) == passages[some]
     with pytest.raises(InputError, match="passage no-such-passage is not in the index"):
@@ -188,7 +189,8 @@ def test_hybrid_through_the_interface_answers_as_before(both_indexes: Path, quer
     for query in sample:
         # the old hybrid ad-hoc path: BM25 of the formulated string and dense, each to depth k, fused
         expected = fuse({query.id: dense.search_one(query, 10)},
-                        {query.id: bm25.search_one(query.mention, 10, exclude=query.passage_id)}, 10, fusion)[query.id]
+                        {query.id: bm25.search_string(query.mention, 10, exclude=query.passage_id)}, 10,
+                        fusion)[query.id]
         one = retriever.search_one(query, 10)
         assert pairs(one) == pairs(expected)
         assert [h.passage_id for h in batch[query.id]] == [h.passage_id for h in one]

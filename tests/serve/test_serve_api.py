@@ -40,7 +40,7 @@ from corefsearch.cli import app as cli_app
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.search.engine import SearchEngine
-from corefsearch.search.retriever import RetrievalOptions
+from corefsearch.search.options import RetrievalOptions, SearchOptions
 from corefsearch.serve.app import Limits, create_app
 from corefsearch.serve.judgements import Judge, judgement_of
 from corefsearch.serve.models import SearchResponse
@@ -74,9 +74,9 @@ def index(subset_index: Path, subset_dataset: Path, models: tuple[Path, Path],
 
 @pytest.fixture(scope="module")
 def engine(index: Path, subset_dataset: Path, models: tuple[Path, Path]) -> SearchEngine:
-    return SearchEngine.open(index, BM25Options(query_format="mention+entities"),
-                             RetrievalOptions("bm25", device="cpu"), ReaderOptions(models[1], RERANK_K, device="cpu"),
-                             dataset=subset_dataset, retrievers=["bm25", "hybrid"])
+    return SearchEngine.open(index, SearchOptions(
+        bm25=BM25Options(query_format="mention+entities"), retrieval=RetrievalOptions("bm25", device="cpu"),
+        reader=ReaderOptions(models[1], RERANK_K, device="cpu"), retrievers=("bm25", "hybrid")), subset_dataset)
 
 
 @pytest.fixture(scope="module")
@@ -190,8 +190,8 @@ def reprint(ecbplus_subset: Path, subset_dataset: Path, tmp_path_factory: pytest
 
 def test_a_passage_nobody_annotated_is_unjudged_not_irrelevant(reprint: tuple[Path, Path, Query]) -> None:
     dataset, index, query = reprint
-    engine = SearchEngine.open(index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
-                               dataset=dataset)
+    engine = SearchEngine.open(index, SearchOptions(bm25=BM25Options(query_format="mention"),
+                                                   retrieval=RetrievalOptions("bm25", device="cpu")), dataset)
     with TestClient(create_app(engine)) as reprint_client:
         served = answer(reprint_client.post("/search", json={"qid": query.id, "k": 15}))
         page = answer(reprint_client.post("/search", json={"qid": query.id, "k": 5, "offset": 5}))

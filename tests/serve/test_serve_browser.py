@@ -43,8 +43,7 @@ from helpers import (
 from corefsearch.base.schema import Query
 from corefsearch.reader.rerank import ReaderOptions
 from corefsearch.search.engine import SearchEngine
-from corefsearch.search.expansion import ExpansionOptions
-from corefsearch.search.retriever import RetrievalOptions
+from corefsearch.search.options import ExpansionOptions, RetrievalOptions, SearchOptions
 from corefsearch.serve.app import Limits, create_app
 from corefsearch.sparse.search import BM25Options
 
@@ -139,9 +138,9 @@ def browser() -> Iterator[Any]:
 def engine(subset_index: Path, subset_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
     root = tmp_path_factory.mktemp("browser-models")
     reader = saved_reader(tiny_bert(subset_dataset, root / "bert"), root / "reader")
-    return SearchEngine.open(subset_index, BM25Options(query_format="mention+entities"),
-                             RetrievalOptions("bm25", device="cpu"), ReaderOptions(reader, RERANK_K, device="cpu"),
-                             dataset=subset_dataset)
+    return SearchEngine.open(subset_index, SearchOptions(
+        bm25=BM25Options(query_format="mention+entities"), retrieval=RetrievalOptions("bm25", device="cpu"),
+        reader=ReaderOptions(reader, RERANK_K, device="cpu")), subset_dataset)
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +163,8 @@ PLAIN_MAX_K = 12
 def plain_server(reprint: tuple[Path, Path, Query]) -> Iterator[str]:
     """A server without a reader, over the subset with an unannotated reprint, ranking 12 deep at most."""
     dataset, index, _ = reprint
-    engine = SearchEngine.open(index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
-                               dataset=dataset)
+    engine = SearchEngine.open(index, SearchOptions(bm25=BM25Options(query_format="mention"),
+                                                   retrieval=RetrievalOptions("bm25", device="cpu")), dataset)
     running = ServerThread(create_app(engine, limits=Limits(max_k=PLAIN_MAX_K), threads=2)).start()
     yield running.url
     running.stop()
@@ -473,10 +472,10 @@ def test_the_cluster_view_lists_the_query_mentions_cluster_by_document(
     root = tmp_path_factory.mktemp("cluster-models")
     base = tiny_bert(subset_dataset, root / "bert")
     encoder = save_mention_encoder(base, root / "encoder")
-    engine = SearchEngine.open(subset_index, BM25Options(query_format="mention"),
-                               RetrievalOptions("bm25", device="cpu"),
-                               ReaderOptions(saved_reader(base, root / "reader"), RERANK_K, device="cpu"),
-                               dataset=subset_dataset, expansion=ExpansionOptions(encoder=encoder))
+    engine = SearchEngine.open(subset_index, SearchOptions(
+        bm25=BM25Options(query_format="mention"), retrieval=RetrievalOptions("bm25", device="cpu"),
+        reader=ReaderOptions(saved_reader(base, root / "reader"), RERANK_K, device="cpu"),
+        expansion=ExpansionOptions(encoder=encoder)), subset_dataset)
     running = ServerThread(create_app(engine, threads=2)).start()
     try:
         query = subset_query(subset_dataset)
@@ -529,8 +528,9 @@ def unannotated_server(index: Path, encoder: Path, candidates: str | None = None
     """A server over the plain documents whose every search has a second round (its --rounds 2; the page has no
     control of its own for it), with the cluster answer on the page's asking."""
     expansion = ExpansionOptions(rounds=2, expand=3, min_similarity=-1, encoder=encoder, candidates=candidates)
-    engine = SearchEngine.open(index, BM25Options(query_format="mention"), RetrievalOptions("bm25", device="cpu"),
-                               expansion=expansion)
+    engine = SearchEngine.open(index, SearchOptions(bm25=BM25Options(query_format="mention"),
+                                                   retrieval=RetrievalOptions("bm25", device="cpu"),
+                                                   expansion=expansion))
     return ServerThread(create_app(engine, threads=2)).start()
 
 

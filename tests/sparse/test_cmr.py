@@ -222,7 +222,7 @@ def news_index(news_corpus: Any, tmp_path: Path) -> Path:
 def test_title_and_document_weights_change_the_ranking(news_index: Path) -> None:
     def hits(fields: dict[str, float], query: str) -> list[str]:
         searcher = BM25Searcher(news_index, BM25Options(query_format="mention", fields=fields))
-        return [h.passage_id for h in searcher.search_one(query, 20)]
+        return [h.passage_id for h in searcher.search_string(query, 20)]
 
     # "quake" is in quake-1's title and in its second sentence; "earthquake" is another term.
     assert hits({"sentence": 1.0}, "quake") == ["quake-1-1"]
@@ -246,7 +246,7 @@ def test_field_weighted_batch_and_single_paths_agree(subset_index: Path, sample_
     strings = searcher.formulate(sample_queries)
     batch = searcher.search_batch(strings, [q.id for q in sample_queries], 10, [q.passage_id for q in sample_queries])
     for query, string in zip(sample_queries, strings, strict=True):
-        one = searcher.search_one(string, 10, exclude=query.passage_id)
+        one = searcher.search_string(string, 10, exclude=query.passage_id)
         assert [h.passage_id for h in one] == [h.passage_id for h in batch[query.id]]
         assert [h.score for h in one] == pytest.approx([h.score for h in batch[query.id]], abs=1e-4)
 
@@ -276,7 +276,7 @@ def test_rocchio_changes_the_ranking_and_is_deterministic(subset_index: Path, sa
     searcher = BM25Searcher(subset_index, rocchio)
     run = read_run(tmp_path / "a.trec")
     for query in sample_queries:
-        one = searcher.search_one(query.mention, 10, exclude=query.passage_id)
+        one = searcher.search_string(query.mention, 10, exclude=query.passage_id)
         batch = sorted(run.get(query.id, {}).items(), key=lambda item: -item[1])[:10]
         assert [h.score for h in one] == pytest.approx([score for _, score in batch], abs=1e-4)
 
@@ -346,6 +346,6 @@ def test_index_without_fields_by_default(news_index: Path, tmp_path: Path) -> No
     with pytest.raises(InputError, match="no title field .* rebuild it with `corefsearch index"):
         BM25Searcher(summary.path.parent, BM25Options(fields={"title": 1.0}))
     for query in ("Dayton flood", "quake", "evacuated residents"):
-        with_fields = BM25Searcher(news_index, BM25Options()).search_one(query, 10)
-        without = BM25Searcher(summary.path.parent, BM25Options()).search_one(query, 10)
+        with_fields = BM25Searcher(news_index, BM25Options()).search_string(query, 10)
+        without = BM25Searcher(summary.path.parent, BM25Options()).search_string(query, 10)
         assert [(h.passage_id, h.score) for h in with_fields] == [(h.passage_id, h.score) for h in without]

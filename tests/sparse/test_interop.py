@@ -121,7 +121,7 @@ def test_pyserini_lucene_searcher_opens_the_index_after_configure_java(subset_in
     assert result.returncode == 0, result.stderr[-3000:]
     theirs = json.loads(result.stdout.strip().splitlines()[-1])
     for query, string, hits in zip(queries, strings, theirs, strict=True):
-        expected = ours.search_one(string, 10, exclude=query.passage_id)
+        expected = ours.search_string(string, 10, exclude=query.passage_id)
         got = [(docid, score) for docid, score in hits if docid != query.passage_id][:10]
         assert expected, string
         assert [docid for docid, _ in got] == [h.passage_id for h in expected], string
@@ -131,8 +131,8 @@ def test_pyserini_lucene_searcher_opens_the_index_after_configure_java(subset_in
 @pytest.mark.java
 def test_save_topics_reproduces_the_bm25_run_with_pyserinis_cli(subset_index: Path, subset_dataset: Path,
                                                                 tmp_path: Path) -> None:
+    from corefsearch.search.options import RetrievalOptions, SearchOptions
     from corefsearch.search.pipeline import search_to_run
-    from corefsearch.search.retriever import RetrievalOptions
     from corefsearch.sparse.search import BM25Options, BM25Searcher
 
     queries = some_queries(subset_dataset, 8)
@@ -169,8 +169,8 @@ def test_save_topics_reproduces_the_bm25_run_with_pyserinis_cli(subset_index: Pa
     assert refused.exit_code == 1 and "--save-topics" in refused.output
     assert queries_path.read_text(encoding="utf-8").count("\n") == len(queries)
     with pytest.raises(InputError, match="--save-topics writes the BM25 query strings"):
-        search_to_run(subset_index, queries_path, tmp_path / "y.trec", k=5, retrieval=RetrievalOptions("dense"),
-                      save_topics=tmp_path / "t.tsv")
+        search_to_run(subset_index, queries_path, tmp_path / "y.trec",
+                      SearchOptions(k=5, retrieval=RetrievalOptions("dense")), save_topics=tmp_path / "t.tsv")
 
 
 # --- Pyserini's FaissSearcher on the dense folder ------------------------------------------------------

@@ -16,6 +16,7 @@ from corefsearch.base.schema import Passage, Query
 from corefsearch.datasets.build import BuildOptions, build_dataset
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.datasets.generic import read_generic
+from corefsearch.search.options import SearchOptions
 from corefsearch.search.pipeline import adhoc_query
 from corefsearch.sparse.formulation import formulate
 from corefsearch.sparse.index import check_index_matches_dataset, load_lucene_manifest
@@ -182,7 +183,7 @@ def test_search_leaves_out_the_own_passage(subset_index: Path, sample_queries: l
         scores = [h.score for h in hits]
         assert scores == sorted(scores, reverse=True)
         # Without the exclusion, the query's own passage (its whole text) is the best match.
-        own_first += searcher.search_one(query.text, 1)[0].passage_id == query.passage_id
+        own_first += searcher.search_string(query.text, 1)[0].passage_id == query.passage_id
     assert own_first >= 0.9 * len(sample_queries)
 
 
@@ -206,7 +207,7 @@ def test_batch_and_single_query_paths_agree(subset_index: Path, sample_queries: 
     batch = searcher.search_batch(strings, [q.id for q in sample_queries], 10,
                                   [q.passage_id for q in sample_queries])
     for query, string in zip(sample_queries, strings, strict=True):
-        one = searcher.search_one(string, 10, exclude=query.passage_id)
+        one = searcher.search_string(string, 10, exclude=query.passage_id)
         assert [h.passage_id for h in one] == [h.passage_id for h in batch[query.id]], string
         assert [h.score for h in one] == pytest.approx([h.score for h in batch[query.id]], abs=1e-4)
 
@@ -248,7 +249,8 @@ def test_adhoc_query_finds_a_verbatim_sentence(subset_index: Path, passages: dic
     target = unique_passage_with_mention(passages)
     mention = target.text[target.mentions[0].start:target.mentions[0].end]
     context = f"Reports were still coming in on Saturday. {target.text} More details are expected."
-    result = adhoc_query(subset_index, mention, context, k=5, options=BM25Options(query_format=query_format))
+    result = adhoc_query(subset_index, SearchOptions(bm25=BM25Options(query_format=query_format), k=5), mention,
+                         context)
     assert result.query.mention == mention and context[result.query.start:result.query.end] == mention
     assert 1 <= len(result.hits) <= 5
     top = result.hits[0]
@@ -269,7 +271,7 @@ def test_adhoc_query_finds_a_verbatim_sentence(subset_index: Path, passages: dic
 
 @java
 def test_adhoc_query_mention_alone(subset_index: Path) -> None:
-    result = adhoc_query(subset_index, "earthquake", k=3, options=BM25Options(query_format="mention"))
+    result = adhoc_query(subset_index, SearchOptions(bm25=BM25Options(query_format="mention"), k=3), "earthquake")
     assert result.query_string == "earthquake" and result.occurrences == 1
     assert len(result.hits) == 3
     for hit in result.hits:

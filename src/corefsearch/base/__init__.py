@@ -5,6 +5,7 @@ hits, spans), ``artefacts`` (every manifest's writer and reader), ``models`` (mo
 :class:`~corefsearch.base.models.EncoderWithHead` that every model kind builds on), ``model_card``
 (renders a model folder's README), ``onnx_backend`` and ``precision`` (runtimes of the forward
 passes), ``faiss_gpu``, ``nlp`` (spaCy, loaded once), ``segmentation`` and ``windows`` (text units),
-``progress`` and ``memory`` (long runs), ``counts`` (a count and its noun, singular or plural).
+``progress`` and ``memory`` (long runs), ``counts`` (a count and its noun, singular or plural),
+``checks`` (the checks of option values that many commands share, such as ``--k`` at least 1).
 ``corefsearch.io`` and ``corefsearch.training`` are the floor's other two packages.
 """

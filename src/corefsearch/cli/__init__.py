@@ -6,7 +6,9 @@ are one line too (exit 2). ``options``: the options ``search``, ``query`` and ``
 the one builder of their option objects. One module per command group: ``data`` (build-dataset,
 add), ``index`` (index, java-env), ``search`` (search, query, serve), ``evaluate``, ``cluster``,
 ``export`` (export-onnx), ``detect`` and ``train`` (retriever, reader, clusterer, detector). ``report``:
-what the commands print (tables and summary lines), in one place.
+what the commands print (tables and summary lines), in one place. ``fields``: options declared once as
+dataclass fields (:func:`~corefsearch.cli.fields.options_from`); ``pyserini_cli``: Pyserini's own command
+line with corefsearch's Java set-up (``python -m corefsearch.cli.pyserini_cli``).
 
 Importing this package registers every command; heavy libraries are imported inside the commands,
 so ``corefsearch --help`` stays instant.

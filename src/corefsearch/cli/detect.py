@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from corefsearch.base.counts import counted
+from corefsearch.base.precision import DEFAULT_PRECISION, PRECISION_HELP
 from corefsearch.cli.app import app, console, log_line, user_errors
+from corefsearch.cli.fields import options_from
 from corefsearch.cli.options import (
-    PrecisionOption,
     RayCpusOption,
     RayOption,
     RayWorkersOption,
@@ -19,22 +21,31 @@ from corefsearch.cli.options import (
 )
 
 
+@dataclass
+class DetectArgs:
+    """The options of ``detect`` (less ``--ray``)."""
+
+    model: str = field(metadata={"option": "--model", "help": (
+        "heuristic (spaCy's parse, no training) | a detector folder from `train detector`.")})
+    mention_type: str = field(default="all", metadata={"help": "all | event | entity: the mention types kept."})
+    batch_size: int = field(default=64, metadata={"help": "Passage windows per batch."})
+    device: str = field(default="auto", metadata={"help": "A trained detector: auto | cpu | cuda."})
+    backend: str = field(default="torch", metadata={"help": (
+        "A trained detector: torch | onnx | onnx-int8 (its encoder on ONNX Runtime: run `corefsearch export-onnx "
+        "MODEL` first).")})
+    precision: str = field(default=DEFAULT_PRECISION, metadata={"help": PRECISION_HELP})
+    threads: int | None = field(default=None, metadata={
+        "help": "CPU threads (torch.set_num_threads; default: torch's)."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace the dataset's predicted mentions."})
+
+
 @app.command("detect")
 @user_errors
+@options_from(DetectArgs)
 def detect_command(
     dataset: Annotated[Path, typer.Argument(metavar="DATASET", help="Dataset directory from `build-dataset`.")],
-    model: Annotated[str, typer.Option(
-        "--model", help="heuristic (spaCy's parse, no training) | a detector folder from `train detector`.")],
-    mention_type: Annotated[str, typer.Option(help="all | event | entity: the mention types kept.")] = "all",
-    batch_size: Annotated[int, typer.Option(help="Passage windows per batch.")] = 64,
-    device: Annotated[str, typer.Option(help="A trained detector: auto | cpu | cuda.")] = "auto",
-    backend: Annotated[str, typer.Option(
-        help="A trained detector: torch | onnx | onnx-int8 (its encoder on ONNX Runtime: run `corefsearch "
-             "export-onnx MODEL` first).")] = "torch",
-    precision: PrecisionOption = "auto",
-    threads: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        help="CPU threads (torch.set_num_threads; default: torch's).")] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace the dataset's predicted mentions.")] = False,
+    *,
+    args: DetectArgs,
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = None,
@@ -44,22 +55,24 @@ def detect_command(
     from corefsearch.base.schema import MENTION_TYPES
     from corefsearch.detect.run import detect_dataset
 
-    if mention_type not in ("all", *MENTION_TYPES):
-        raise typer.BadParameter(f"must be all, event or entity, got {mention_type!r}", param_hint="--mention-type")
-    if threads is not None:
+    if args.mention_type not in ("all", *MENTION_TYPES):
+        raise typer.BadParameter(f"must be all, event or entity, got {args.mention_type!r}",
+                                 param_hint="--mention-type")
+    if args.threads is not None:
         import torch
 
-        torch.set_num_threads(threads)
-    types = None if mention_type == "all" else [mention_type]
+        torch.set_num_threads(args.threads)
+    types = None if args.mention_type == "all" else [args.mention_type]
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
     detection = None
     if ray_given is not None:
         from corefsearch.distributed.detection import RayDetection
 
         detection = RayDetection(ray_given)
-    with precision_scope(precision, backend=backend, ray=ray_given):
-        summary = detect_dataset(dataset, model, batch_size=batch_size, device=device, backend=backend, types=types,
-                                 overwrite=overwrite, log=log_line, detection=detection)
+    with precision_scope(args.precision, backend=args.backend, ray=ray_given):
+        summary = detect_dataset(dataset, args.model, batch_size=args.batch_size, device=args.device,
+                                 backend=args.backend, types=types, overwrite=args.overwrite, log=log_line,
+                                 detection=detection)
     found = ", ".join(counted(n, f"{kind} mention") for kind, n in summary.mentions.items()) or "no mentions"
     console.print(f"Detected {found} in {counted(summary.passages, 'passage')} ({summary.passages_without:,} with "
                   f"none) in {summary.seconds:.1f} s ({summary.passages_per_second:,.0f} passages/s); wrote "

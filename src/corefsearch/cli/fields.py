@@ -15,6 +15,7 @@ Metadata keys (only ``help`` is needed):
 - ``type`` and ``parse``: the type the command line reads, when it is not the field's, and the function
   that turns that value into the field's (e.g. ``"sentence=1,title=0.5"`` into a dict);
 - ``hidden``: an option that works but is not shown in ``--help``;
+- ``metavar``: the name ``--help`` shows for the option's value (default: its type, e.g. ``<path>``);
 - ``cli``: False for a field with no option (the dataclass default is used).
 
 :func:`options_from` turns one parameter of a command, annotated with the dataclass, into those options
@@ -66,7 +67,8 @@ def field_parameters(cls: type, order: Sequence[str] = (), exclude: Iterable[str
                 kind = kind | None
         names = meta.get("option", ())
         declarations = (names,) if isinstance(names, str) else tuple(names)
-        option = typer.Option(*declarations, help=meta["help"], hidden=meta.get("hidden", False))
+        option = typer.Option(*declarations, help=meta["help"], hidden=meta.get("hidden", False),
+                              metavar=meta.get("metavar"))
         parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=_default(f),
                                             annotation=Annotated[kind, option]))
     return parameters

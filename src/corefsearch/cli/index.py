@@ -3,80 +3,85 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from corefsearch.base.errors import CorefSearchError
+from corefsearch.base.precision import DEFAULT_PRECISION, PRECISION_HELP
 from corefsearch.cli.app import app, console, user_errors
+from corefsearch.cli.fields import options_from
 from corefsearch.cli.options import (
-    ENCODER_HELP,
-    EncodeBatchOption,
-    PrecisionOption,
     RayCpusOption,
     RayOption,
     RayWorkersOption,
-    encode_batch_size,
+    option_of,
     precision_scope,
     ray_options,
 )
+from corefsearch.search.backends.dense import DenseIndexOptions
+from corefsearch.search.backends.lucene import LuceneIndexOptions
+
+
+@dataclass
+class IndexArgs:
+    """The options of ``index`` (less ``--ray``): the Lucene index's (:class:`LuceneIndexOptions`) and the dense
+    index's (:class:`DenseIndexOptions`; None: not given)."""
+
+    out: Path = field(metadata={"option": "--out",
+                                "help": "Index directory (OUT/lucene, OUT/dense; both can live in it)."})
+    threads: int = option_of(LuceneIndexOptions, "threads")
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing index of the kind being built."})
+    fields: bool = option_of(LuceneIndexOptions, "fields")
+    dense: bool = field(default=False, metadata={
+        "option": "--dense", "help": "Build the dense (FAISS) index OUT/dense instead of the Lucene one."})
+    encoder: str | None = option_of(DenseIndexOptions, "encoder")
+    faiss_type: str = option_of(DenseIndexOptions, "faiss_type")
+    batch_size: int | None = option_of(DenseIndexOptions, "batch_size", default=None)  # None: by device
+    shard: str | None = option_of(DenseIndexOptions, "shard")
+    merge_shards: int | None = option_of(DenseIndexOptions, "merge_shards")
+    device: str = option_of(DenseIndexOptions, "device")
+    precision: str = field(default=DEFAULT_PRECISION, metadata={"help": PRECISION_HELP})
+    chunk_size: int = option_of(DenseIndexOptions, "chunk_size")
+    backend: str | None = option_of(DenseIndexOptions, "backend", default=None)  # None: torch
 
 
 @app.command("index")
 @user_errors
+@options_from(IndexArgs)
 def index_command(
     dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset.")],
-    out: Annotated[Path, typer.Option("--out", help="Index directory (OUT/lucene, OUT/dense; both can live in it).")],
-    threads: Annotated[int, typer.Option(help="Indexing threads (Lucene).")] = 2,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing index of the kind being built.")] = False,
-    fields: Annotated[bool, typer.Option(
-        "--fields", help="Lucene: also index the sentence, title and document fields that `search --fields` "
-                         "and `--query-format document` need (INDEX/lucene/fields; about 2.4x the indexing time).")
-                    ] = False,
-    dense: Annotated[bool, typer.Option(
-        "--dense", help="Build the dense (FAISS) index OUT/dense instead of the Lucene one.")] = False,
-    encoder: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help=f"With --dense: {ENCODER_HELP}.")] = None,
-    faiss_type: Annotated[str, typer.Option("--faiss", help="With --dense: flat | hnsw | ivfpq.")] = "flat",
-    batch_size: EncodeBatchOption = None,
-    shard: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="With --dense: encode only shard I of N (I/N, I from 0) into OUT/dense-shards/.")] = None,
-    merge_shards: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        help="With --dense: merge the N shards in OUT/dense-shards/ into OUT/dense.")] = None,
-    device: Annotated[str, typer.Option(help="With --dense: auto | cpu | cuda.")] = "auto",
-    precision: PrecisionOption = "auto",
-    chunk_size: Annotated[int, typer.Option(
-        help="With --dense: passages per saved chunk (what an interrupted run resumes from; "
-             "shards are whole chunks).")] = 8192,
-    backend: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        help="With --dense: run the passage encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the "
-             "CPU, from the export `corefsearch export-onnx MODEL_DIR` writes; recorded in the manifest).")] = None,
+    *,
+    args: IndexArgs,
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
     """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
     from corefsearch.cli.report import print_index_summary
-    from corefsearch.search.backends.dense import DenseIndexOptions
-    from corefsearch.search.backends.lucene import LuceneIndexOptions
+    from corefsearch.dense.encoder import resolve_batch_size
     from corefsearch.search.pipeline import index_dataset
 
     dense_options = None
-    if dense:
-        dense_options = DenseIndexOptions(encoder, faiss_type, encode_batch_size(batch_size, device, backend), shard,
-                                          merge_shards, device, chunk_size,
-                                          backend=backend or "torch",
+    if args.dense:
+        dense_options = DenseIndexOptions(args.encoder, args.faiss_type,
+                                          resolve_batch_size(args.batch_size, args.device, args.backend), args.shard,
+                                          args.merge_shards, args.device, args.chunk_size,
+                                          backend=args.backend or "torch",
                                           ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
-    elif (encoder is not None or shard is not None or merge_shards is not None or backend is not None
-          or ray is not None):
+    elif (args.encoder is not None or args.shard is not None or args.merge_shards is not None
+          or args.backend is not None or ray is not None):
         raise CorefSearchError("--encoder, --shard, --merge-shards, --backend and --ray build the dense index: "
                                "add --dense")
-    with precision_scope(precision, backend=backend, ray=dense_options.ray if dense_options else None):
-        summary = index_dataset(dataset, out, "dense", dense_options, overwrite) if dense_options is not None \
-            else index_dataset(dataset, out, "lucene", LuceneIndexOptions(threads, fields), overwrite)
+    with precision_scope(args.precision, backend=args.backend, ray=dense_options.ray if dense_options else None):
+        if dense_options is not None:
+            summary = index_dataset(dataset, args.out, "dense", dense_options, args.overwrite)
+        else:
+            summary = index_dataset(dataset, args.out, "lucene", LuceneIndexOptions(args.threads, args.fields),
+                                    args.overwrite)
     print_index_summary(summary, console)
-
 
 
 @app.command("java-env")

@@ -4,7 +4,6 @@ objects, checked together before anything loads; ``--precision``, ``--ray`` and 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -15,14 +14,10 @@ from corefsearch.base.errors import CorefSearchError
 from corefsearch.base.precision import DEFAULT_PRECISION, PRECISION_HELP
 from corefsearch.fusion import FusionOptions
 from corefsearch.reader.rerank import DEFAULT_BATCH_QUERIES, ReaderOptions
-from corefsearch.search.expansion import ExpansionOptions
-from corefsearch.search.retriever import RetrievalOptions
+from corefsearch.search.options import ExpansionOptions, RetrievalOptions, SearchOptions
 from corefsearch.sparse.search import BM25Options
 
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory from `corefsearch index`.")]
-ENCODER_HELP = ("a retriever folder from `train retriever`, a Hugging Face model name or folder, "
-                "or `default` (all-MiniLM-L6-v2, zero-shot)")
-PrecisionOption = Annotated[str, typer.Option(help=PRECISION_HELP)]
 
 
 def option_of(cls: type, name: str, default: Any = MISSING, **metadata: Any) -> Any:
@@ -50,7 +45,7 @@ class BM25Args:
 
 @dataclass
 class ModelArgs:
-    """The retriever, the reader and how the models run (:class:`~corefsearch.search.retriever.RetrievalOptions`,
+    """The retriever, the reader and how the models run (:class:`~corefsearch.search.options.RetrievalOptions`,
     :class:`~corefsearch.fusion.FusionOptions`, :class:`~corefsearch.reader.rerank.ReaderOptions`)."""
 
     retriever: str = option_of(RetrievalOptions, "retriever")
@@ -70,7 +65,7 @@ class ModelArgs:
 
 @dataclass
 class RoundArgs:
-    """The second round (:class:`~corefsearch.search.expansion.ExpansionOptions`)."""
+    """The second round (:class:`~corefsearch.search.options.ExpansionOptions`)."""
 
     rounds: int = option_of(ExpansionOptions, "rounds")
     expand: int | None = option_of(ExpansionOptions, "expand", default=None)
@@ -137,7 +132,7 @@ RayOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     "--ray", help="Run the heavy stage on a Ray cluster: auto (the cluster of RAY_ADDRESS or one started on this "
                   "machine with `ray start --head`, else a local one for this run) | HOST:PORT (the head's address) "
                   "| ray://HOST:PORT. Same results as without; the dataset and model paths must be visible on every "
-                  "node. Needs `pip install \"corefsearch[ray]\"`.")]
+                  "node. Needs `pip install \"corefsearch\\[ray]\"`.")]
 RayWorkersOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
     help="With --ray: workers (one model each; default: as many as the cluster has CPUs, or GPUs with "
          "--device cuda).")]
@@ -159,18 +154,12 @@ def ray_options(address: str | None, workers: int | None, cpus: float | None) ->
     return options
 
 
-@dataclass
-class SearchSetup:
-    """The option objects of one ``search``, ``query`` or ``serve``: BM25's, the retrieval's, the reader's."""
-
-    bm25: BM25Options
-    retrieval: RetrievalOptions
-    reader: ReaderOptions | None
-
-
-def search_setup(retrievers: list[str], bm25: BM25Args, models: ModelArgs) -> SearchSetup:
-    """The one builder of the option objects ``search``, ``query`` and ``serve`` share; ``retrievers``: the
-    retrievers opened (the first answers by default), which decide whether the dense options apply."""
+def search_options(retrievers: list[str], bm25: BM25Args, models: ModelArgs, rounds: RoundArgs, *, k: int = 10,
+                   cluster: bool = False, ray: Any = None, encoder_alone: bool = False) -> SearchOptions:
+    """The one builder of the options of ``search``, ``query`` and ``serve``: one
+    :class:`~corefsearch.search.options.SearchOptions`, which the command checks (``.check(INDEX)``) before anything
+    loads and hands to the search. ``retrievers``: the retrievers opened (the first answers by default), which decide
+    whether the dense options apply; ``encoder_alone``: see :func:`expansion_options`."""
     dense = any(is_dense(name) for name in retrievers)
     if (models.ef_search is not None or models.nprobe is not None) and not dense:
         raise CorefSearchError("--ef-search and --nprobe tune the dense index's search: use them with "
@@ -178,7 +167,9 @@ def search_setup(retrievers: list[str], bm25: BM25Args, models: ModelArgs) -> Se
     retrieval = RetrievalOptions(retrievers[0], models.encoder, models.device,
                                  FusionOptions(models.fusion, models.alpha), backend=models.backend or "torch",
                                  ef_search=models.ef_search, nprobe=models.nprobe)
-    return SearchSetup(bm25_options(bm25), retrieval, reader_options(models, dense))
+    return SearchOptions(bm25_options(bm25), retrieval, reader_options(models, dense),
+                         expansion_options(rounds, encoder_alone), k=k, retrievers=tuple(retrievers), cluster=cluster,
+                         ray=ray)
 
 
 def reader_options(models: ModelArgs, dense: bool) -> ReaderOptions | None:
@@ -197,32 +188,6 @@ def reader_options(models: ModelArgs, dense: bool) -> ReaderOptions | None:
                          batch_queries=DEFAULT_BATCH_QUERIES if batch_queries is None else batch_queries)
 
 
-def check_before_loading(index: Path, setup: SearchSetup, rounds: ExpansionOptions | None, retrievers: list[str],
-                         cluster: bool = False) -> None:
-    """What the options say together, checked before anything loads (a line, not a failure after the index,
-    spaCy and the models have loaded): the reader's folder and export, the second round's source (the reader's
-    spans or a mention encoder), ``--cluster`` without a mention encoder, and an ONNX ``--backend`` for a dense
-    query encoder that has no export to run."""
-    if setup.reader is not None:
-        setup.reader.validate()
-    if rounds is not None:
-        with warnings.catch_warnings():  # its warnings come once, when the flow opens
-            warnings.simplefilter("ignore")
-            rounds.validate(has_reader=setup.reader is not None)
-    if cluster and (rounds is None or rounds.encoder is None):
-        raise CorefSearchError("--cluster clusters the mentions found with a mention encoder: add "
-                               "--mention-encoder DIR (from `corefsearch train clusterer`)")
-    if setup.retrieval.backend != "torch" and any(is_dense(name) for name in retrievers):
-        from corefsearch.dense.model import check_query_backend
-        from corefsearch.dense.store import DENSE_DIR, load_dense_manifest
-
-        encoder = setup.retrieval.encoder
-        if encoder is None and (Path(index) / DENSE_DIR).is_dir():  # else: opening it says what is missing
-            encoder = load_dense_manifest(index)["encoder"]["reference"]
-        if encoder is not None:
-            check_query_backend(encoder, setup.retrieval.backend)
-
-
 def precision_scope(precision: str, *, backend: str | None = None, ray: Any = None) -> Any:
     """The ``--precision`` scope a command runs in (:func:`corefsearch.base.precision.using`), checked where it
     enters: an explicit bf16 or fp16 is refused with an ONNX backend (ONNX Runtime runs the export in the
@@ -238,26 +203,6 @@ def precision_scope(precision: str, *, backend: str | None = None, ray: Any = No
             raise CorefSearchError(f"--precision {precision}: with --ray each worker runs in auto (bf16 on a GPU "
                                    "that has it, fp32 on the CPU); leave out --precision")
     return using(precision)
-
-
-EncodeBatchOption = Annotated[Optional[int], typer.Option(  # noqa: UP045
-    help="Dense: passages per encoder batch (default 32 on the CPU, as sentence-transformers; on a GPU 1,024, "
-         "halved while it does not fit in its memory).")]
-
-
-def encode_batch_size(batch_size: int | None, device: str, backend: str | None = None) -> int:
-    """``--batch-size`` of the dense encoding, or its default for the device the encoder runs on (an ONNX
-    backend runs on the CPU)."""
-    if batch_size is not None:
-        return batch_size
-    from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE, default_batch_size
-
-    if backend not in (None, "torch") or device == "cpu":
-        return DEFAULT_BATCH_SIZE
-    from corefsearch.base.models import check_device, resolve_device
-
-    check_device(device)
-    return default_batch_size(resolve_device(device))
 
 
 def expansion_options(args: RoundArgs, encoder_alone: bool = False) -> ExpansionOptions | None:

@@ -28,11 +28,9 @@ from corefsearch.cli.options import (
     ServeBM25Args,
     ServeModelArgs,
     ServeRoundArgs,
-    check_before_loading,
-    expansion_options,
     precision_scope,
     ray_options,
-    search_setup,
+    search_options,
 )
 from corefsearch.cli.report import print_search_summary
 
@@ -65,14 +63,10 @@ def search_command(
     With --reader and --ray, the re-ranking runs on a Ray cluster."""
     from corefsearch.search.pipeline import search_to_run
 
-    setup = search_setup([models.retriever], bm25, models)
-    expansion = expansion_options(second_round)
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
-    check_before_loading(index, setup, expansion, [models.retriever])
+    options = search_options([models.retriever], bm25, models, second_round, k=k, ray=ray_given).check(index)
     with precision_scope(models.precision, backend=models.backend, ray=ray_given):
-        summary = search_to_run(index, queries, out, k=k, options=setup.bm25, retrieval=setup.retrieval,
-                                reader=setup.reader, spans_out=spans_out, save_topics=save_topics, ray=ray_given,
-                                expansion=expansion)
+        summary = search_to_run(index, queries, out, options, spans_out=spans_out, save_topics=save_topics)
     print_search_summary(summary, console)
 
 
@@ -113,13 +107,10 @@ def query_command(
     from corefsearch.cli.report import print_adhoc_result
     from corefsearch.search.pipeline import adhoc_query
 
-    setup = search_setup([models.retriever], bm25, models)
-    expansion = expansion_options(second_round, encoder_alone=True)
-    check_before_loading(index, setup, expansion, [models.retriever], cluster=cluster)
+    options = search_options([models.retriever], bm25, models, second_round, k=k, cluster=cluster,
+                             encoder_alone=True).check(index)
     with precision_scope(models.precision, backend=models.backend):
-        result = adhoc_query(index, mention, context, occurrence, k=k, options=setup.bm25,
-                             retrieval=setup.retrieval, reader=setup.reader, dataset=dataset, qid=qid,
-                             expansion=expansion, cluster=cluster)
+        result = adhoc_query(index, options, mention, context, occurrence, dataset=dataset, qid=qid)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -168,12 +159,9 @@ def serve_command(
     limits = Limits(max_body_bytes=max_body, max_context_chars=max_context, max_k=max_k, max_rerank_k=max_rerank_k)
     limits.validate()
     started = time.perf_counter()
-    setup = search_setup(names, bm25, models)
-    expansion = expansion_options(second_round, encoder_alone=True)
-    check_before_loading(index, setup, expansion, names)
+    options = search_options(names, bm25, models, second_round, encoder_alone=True).check(index)
     with precision_scope(models.precision, backend=models.backend):  # the server runs in it until stopped
-        engine = SearchEngine.open(index, options=setup.bm25, retrieval=setup.retrieval, reader=setup.reader,
-                                   dataset=dataset, retrievers=names, expansion=expansion)
+        engine = SearchEngine.open(index, options, dataset)
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())
         err_console.print(f"Loaded {index} in {time.perf_counter() - started:.1f} s ({loaded}); retrievers: "
                           f"{', '.join(engine.retrievers)}", markup=False, highlight=False)

@@ -16,9 +16,9 @@ from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.fields import options_from
 from corefsearch.cli.report import print_training_summary
 from corefsearch.cluster.arguments import ClustererTrainingArguments
-from corefsearch.cluster.scorer_arguments import PairScorerTrainingArguments
 from corefsearch.dense.arguments import RetrieverTrainingArguments
 from corefsearch.detect.arguments import DetectorTrainingArguments
+from corefsearch.pair_scorer.arguments import PairScorerTrainingArguments
 from corefsearch.reader.arguments import ReaderTrainingArguments
 
 # --- corefsearch train ... ----------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def train_pair_scorer_command(
     overwrite: RetrainOption = False,
 ) -> None:
     """Train a mention-pair cross-encoder for `cluster --method encoder --pair-scorer`; resumable."""
-    from corefsearch.cluster.scorer_train import train_pair_scorer
+    from corefsearch.pair_scorer.train import train_pair_scorer
 
     summary = train_pair_scorer(dataset, out, args, encoder=encoder, overwrite=overwrite, log=log_line)
     print_training_summary(summary, console)

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.faiss_gpu import GPU_MAX_K, faiss_on_gpu, set_nprobe, to_gpu
 
@@ -171,8 +172,7 @@ def knn_edges(vectors: Any, k: int, device: str = "cpu") -> tuple[np.ndarray, np
     of ``device`` when FAISS can (``corefsearch.base.faiss_gpu``)."""
     import faiss
 
-    if k < 1:
-        raise InputError(f"--k must be at least 1, got {k}")
+    at_least_one("--k", k)
     matrix = normalised(vectors)
     n, dimension = matrix.shape
     if n < 2:
@@ -219,8 +219,7 @@ def cluster_knn(vectors: Any, tau: float, k: int = 50, labels: Sequence[str] | N
     ``device``: where FAISS finds the neighbours (see :func:`knn_edges`)."""
     _check_tau(tau)
     _check_evidence(labels, linked)
-    if k < 1:
-        raise InputError(f"--k must be at least 1, got {k}")
+    at_least_one("--k", k)
     if tau >= 1:
         raise InputError(f"--threshold {tau}: over the kNN graph τ must be below 1 (a cosine distance of 1 is what "
                          "a pair that is not an edge counts as, so τ ≥ 1 would merge unrelated mentions); use "

@@ -12,14 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import all_at_least_one, not_negative
 from corefsearch.base.errors import InputError
 from corefsearch.base.model_card import BaseModel, CardText, usage_lines
 from corefsearch.cluster.loss import DEFAULT_MARGIN
 from corefsearch.training.arguments import (
     TrainingArguments,
-    at_least_one,
     count,
-    not_negative,
     one_of,
     override,
     positive,
@@ -83,8 +82,8 @@ class ClustererTrainingArguments(TrainingArguments):
 
     def validate(self) -> None:
         super().validate()
-        at_least_one({"--max-positives-per-cluster": self.max_positives_per_cluster,
-                      "--encode-batch-size": self.encode_batch_size})
+        all_at_least_one({"--max-positives-per-cluster": self.max_positives_per_cluster,
+                          "--encode-batch-size": self.encode_batch_size})
         not_negative({"--hard-negatives-k": self.hard_negatives_k})
         if not (self.negatives_per_positive >= 0 and math.isfinite(self.negatives_per_positive)):
             raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")

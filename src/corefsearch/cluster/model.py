@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from corefsearch.base.artefacts import config_from_json
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import (
     CLUSTERER_CONFIG,
@@ -244,8 +245,7 @@ class MentionEncoder(EncoderWithHead):
 
     def plan(self, records: Sequence[MentionRecord], batch_size: int = 32) -> EncodingPlan:
         """The batches :meth:`encode` runs for ``records``: identical inputs once, the rest in order of length."""
-        if batch_size < 1:
-            raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        at_least_one("--batch-size", batch_size)
         unique: dict[tuple[Any, ...], int] = {}
         inputs: list[EncoderInput] = []
         slot = np.zeros(len(records), dtype=np.int64)  # record i's vector is row slot[i] of the unique inputs

@@ -28,6 +28,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 
 TOPIC_TRIES = 20  # random draws from the topic pool before looking through all of it
@@ -78,8 +79,7 @@ def training_pairs(clusters: Mapping[str, Sequence[str]], topics: Mapping[str, s
     ignored). Positives come cluster by cluster (sorted ids), each followed by its negatives."""
     if negatives_per_positive < 0 or not math.isfinite(negatives_per_positive):
         raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {negatives_per_positive}")
-    if max_positives_per_cluster < 1:
-        raise InputError(f"the cap on positive pairs per cluster must be at least 1, got {max_positives_per_cluster}")
+    at_least_one("the cap on positive pairs per cluster", max_positives_per_cluster)
     if not 0 <= hard_fraction <= 1:
         raise InputError(f"the share of hard negatives must be between 0 and 1, got {hard_fraction}")
     topics = topics or {}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corefsearch.base.checks import all_at_least_one, at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, resolve_device
 from corefsearch.cluster.agreement import Agreement, agreement, ecbplus_subtopics
@@ -168,7 +169,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     if pair_threshold is not None and pair_scorer is None:
         raise InputError("--pair-threshold: only with --pair-scorer (the probability above which scored pairs link)")
     if pair_scorer is not None:
-        from corefsearch.cluster.scorer import check_pair_options
+        from corefsearch.pair_scorer.model import check_pair_options
 
         check_pair_options(method, scope, pair_threshold, threshold, lemma_weight)
     if method != "encoder":
@@ -183,13 +184,11 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         if model is None:
             raise InputError("--method encoder needs --model MODEL_DIR (a mention encoder from `corefsearch train "
                              "clusterer`)")
-        if k is not None and k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
+        all_at_least_one({"--k": k})
         if k is not None and scope != "corpus":
             raise InputError(f"--k: the neighbours of the kNN graph of --scope corpus; --scope {scope} compares "
                              "every pair within a group, leave --k out")
-        if batch_size < 1:
-            raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        at_least_one("--batch-size", batch_size)
         if lemma_weight is not None:
             from corefsearch.cluster.model import check_lemma_weight
 
@@ -291,7 +290,7 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
     distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
     the steps go into ``stages``. ``scored``: ``{"folder", "threshold"}`` of a pair scorer that clusters the
-    candidate pairs instead (``scorer.py``); what it did is written back under ``"note"``. ``evidence``
+    candidate pairs instead (``corefsearch.pair_scorer``); what it did is written back under ``"note"``. ``evidence``
     lemma-heuristic: β goes to the pairs the lemma-heuristic rule links at ``sentence_overlap`` instead."""
     from corefsearch.cluster.encoder import cluster_vectors, split_records
     from corefsearch.cluster.model import MentionEncoder
@@ -319,7 +318,7 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
     stages["encode"] = time.perf_counter() - started
     types = {m.mention_id: m.type for m in mentions}
     if scored is not None and scored["folder"] is not None:
-        from corefsearch.cluster.scorer import cluster_with_scorer
+        from corefsearch.pair_scorer.model import cluster_with_scorer
 
         assignment, scored["note"] = cluster_with_scorer(Path(scored["folder"]), records, vectors, found, groups,
                                                          types, scored["threshold"], batch_size, device, stages)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.cluster.mentions import ClusterMention, document_texts
 from corefsearch.io.write import atomic_file
@@ -65,8 +66,7 @@ def check_topic_options(method: str, threshold: float | None, n_topics: int | No
         raise InputError(f"--topic-method must be one of {', '.join(TOPIC_METHODS)}, got {method!r}")
     if threshold is not None and not 0 < threshold <= 2:
         raise InputError(f"--topic-threshold is a cosine distance, in (0, 2]; got {threshold}")
-    if n_topics is not None and n_topics < 1:
-        raise InputError(f"--n-topics must be at least 1, got {n_topics}")
+    all_at_least_one({"--n-topics": n_topics})
     if method == "kmeans" and n_topics is None:
         raise InputError("--topic-method kmeans needs --n-topics K (the number of topics)")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.artefacts import DATASET, manifest_record, write_manifest
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import SPLITS, Cluster, Document, Passage, PassageMention, Query, safe_id
@@ -32,20 +33,22 @@ PASSAGE_MODES = ("sentence", "window", "document")
 
 @dataclass
 class BuildOptions:
-    """How passages, splits and queries are made; recorded in the manifest."""
+    """How passages, splits and queries are made; recorded in the manifest. The ``--help`` of ``build-dataset``'s
+    options in the metadata (``split_ratios`` and ``splits`` are comma-separated there)."""
 
-    passage: str = "sentence"
-    window: int = 3
-    split_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    seed: int = 13
-    splits: tuple[str, ...] = SPLITS
+    passage: str = field(default="sentence", metadata={"help": "Passage unit: sentence | window | document."})
+    window: int = field(default=3, metadata={"help": "Sentences per passage with --passage window."})
+    split_ratios: tuple[float, float, float] = field(default=(0.8, 0.1, 0.1), metadata={
+        "help": "train,dev,test shares of clusters (with --split-by clusters)."})
+    seed: int = field(default=13, metadata={"help": "Seed of the cluster split."})
+    splits: tuple[str, ...] = field(default=SPLITS, metadata={
+        "help": "Splits to write queries for (ecbplus, coresearch, cdcr-json: also the documents kept)."})
     source: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
         if self.passage not in PASSAGE_MODES:
             raise InputError(f"--passage must be one of {', '.join(PASSAGE_MODES)}, got {self.passage!r}")
-        if self.window < 1:
-            raise InputError(f"--window must be at least 1, got {self.window}")
+        at_least_one("--window", self.window)
         if len(self.split_ratios) != 3 or any(r < 0 for r in self.split_ratios) or sum(self.split_ratios) <= 0:
             raise InputError(f"--split-ratios needs three non-negative numbers train,dev,test; "
                              f"got {self.split_ratios}")

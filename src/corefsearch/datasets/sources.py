@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,14 +34,28 @@ SENTENCE_FORMATS = ("generic", "text")
 
 @dataclass
 class SourceOptions:
-    mention_type: str | None = None  # None: the format's default (see effective_mention_type)
-    validated_only: bool = False
-    sentences_csv: Path | None = None
+    """How ``build-dataset`` reads a corpus; the ``--help`` of its options in the metadata (``passage`` and
+    ``splits``: those of :class:`~corefsearch.datasets.build.BuildOptions`)."""
+
+    mention_type: str | None = field(default=None, metadata={  # None: the format's (see effective_mention_type)
+        "help": "event | entity | all: the mentions kept (ecbplus, generic, cdcr-json; wec and coresearch hold events "
+                "only; conll: the type of its mentions, event or entity). Default: event, for generic all."})
+    validated_only: bool = field(default=False, metadata={"option": "--validated-only", "help": (
+        "ECB+: keep only the validated sentences of ECBplus_coreference_sentences.csv.")})
+    sentences_csv: Path | None = field(default=None, metadata={
+        "help": "ECB+: the validated-sentences CSV (default: beside INPUT)."})
     passage: str = "sentence"
     splits: tuple[str, ...] = ("train", "dev", "test")
-    sentences: str | None = None  # generic, text: spacy (the default) | newline (see segmentation.py)
-    split_by: str | None = None  # None: the format's default (see effective_split_by)
-    chains: str | None = None  # ecbplus: cross-document (the default) | all; refused for the others
+    sentences: str | None = field(default=None, metadata={  # spacy (the default) | newline (see segmentation.py)
+        "help": "generic, text: how text is cut into sentences: spacy (spaCy's sentencizer within each line; "
+                "default) | newline (one sentence per line). Sentences a mention straddles are joined."})
+    split_by: str | None = field(default=None, metadata={  # None: the format's default (see effective_split_by)
+        "help": "clusters (a seeded shuffle of the clusters by --split-ratios; default for wec, generic, conll) | "
+                "corpus (each document's own split: ecbplus, coresearch, cdcr-json, generic documents with a "
+                "'split' field, and conll files named train…, dev…/val…, test…)."})
+    chains: str | None = field(default=None, metadata={  # ecbplus only; refused for the others
+        "help": "ECB+: the gold mentions kept: cross-document (those of CROSS_DOC_COREF chains; default) | all "
+                "(also intra-document chains and singletons, as coreference scoring needs)."})
 
     def resolved(self, source_format: str) -> dict[str, str | None]:
         """The options as they apply to ``source_format`` (defaults filled in), for the manifest."""

@@ -11,14 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import all_at_least_one, not_negative
 from corefsearch.base.errors import InputError
 from corefsearch.base.model_card import BaseModel, CardText, base_name, usage_lines
 from corefsearch.dense.model import RetrieverConfig
 from corefsearch.training.arguments import (
     TrainingArguments,
-    at_least_one,
     count,
-    not_negative,
     override,
     scored_on_dev,
     unreached,
@@ -60,7 +59,7 @@ class RetrieverTrainingArguments(TrainingArguments):
 
     def validate(self) -> None:
         super().validate()
-        at_least_one({"--positives-per-query": self.positives_per_query, "--dev-max-queries": self.dev_max_queries})
+        all_at_least_one({"--positives-per-query": self.positives_per_query, "--dev-max-queries": self.dev_max_queries})
         not_negative({"--hard-negatives": self.hard_negatives})
         if self.refresh_negatives and self.hard_negatives == 0:
             raise InputError("--refresh-negatives re-mines the hard negatives: give --hard-negatives N (N ≥ 1)")

@@ -209,23 +209,33 @@ class ChunkPlan:
 
 def encode_chunk(model: BiEncoder, titles: list[str], texts: list[str], batch_size: int,
                  timer: list[float]) -> Iterator[np.ndarray | int]:
-    """Encode one chunk in length-sorted batches; yields each batch's size (for progress), then the vectors.
-    The seconds spent in the encoder are added to ``timer[0]``. Every path that encodes passages
-    (a build, a shard, ``corefsearch add``, the Ray workers) encodes through here: the same batches,
-    the same vectors."""
+    """Encode one chunk in the token-sorted batches of ``TextEncoder.passage_batches`` (the whole chunk handed
+    to it: its sort windows are those of ``encode_passages``); yields each batch's size (for progress), then
+    the vectors. The seconds spent tokenising and encoding are added to ``timer[0]``. Every path that encodes
+    passages for an index (a build, a shard, ``corefsearch add``, the Ray workers) and the speed benches
+    encode through here: the same batches, the same vectors."""
     import numpy as np
 
-    encoder = model.passage_encoder
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]) + len(titles[i] or ""))
-    vectors = np.empty((len(texts), encoder.dimension), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+    vectors = np.empty((len(texts), model.passage_encoder.dimension), dtype=np.float32)
+    batches = model.passage_encoder.passage_batches(titles, texts, model.config.max_passage_len, batch_size)
+    while True:
         began = time.perf_counter()
-        vectors[batch] = encoder.encode_passages([titles[i] for i in batch], [texts[i] for i in batch],
-                                                 max_length=model.config.max_passage_len, batch_size=len(batch))
+        batch = next(batches, None)
         timer[0] += time.perf_counter() - began
-        yield len(batch)
+        if batch is None:
+            break
+        rows, batch_vectors = batch
+        vectors[rows] = batch_vectors
+        yield len(rows)
     yield vectors
+
+
+def chunk_vectors(model: BiEncoder, titles: list[str], texts: list[str], batch_size: int,
+                  timer: list[float]) -> np.ndarray:
+    """The vectors of :func:`encode_chunk`, for a caller without a progress bar of its own."""
+    *_, vectors = encode_chunk(model, titles, texts, batch_size, timer)  # the batch sizes, then the vectors
+    assert not isinstance(vectors, int)
+    return vectors
 
 
 def partial_record(passages_sha256: str, count: int, encoder_info: dict[str, Any], plan: ChunkPlan,

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError
-from corefsearch.base.models import DEFAULT_MODEL, MODEL_REMEDY, add_marker_tokens, load_offline, resolve_model
+from corefsearch.base.models import (
+    DEFAULT_MODEL,
+    MODEL_REMEDY,
+    add_marker_tokens,
+    check_device,
+    load_offline,
+    resolve_device,
+    resolve_model,
+)
 from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
 from corefsearch.base.windows import query_window
@@ -34,14 +42,25 @@ if TYPE_CHECKING:
 
 POOLINGS = ("cls", "mean")
 ENCODER_CONFIG = "corefsearch_encoder.json"
-DEFAULT_BATCH_SIZE = 32  # passages per batch on the CPU (bench/RESULTS.md, "Dense encoding speed")
-SORT_CHUNK = 32  # batches tokenised together and sorted by token count (encode_passages)
+DEFAULT_BATCH_SIZE = 32  # passages per batch on the CPU, the library's and the CLI's (as sentence-transformers)
+SORT_CHUNK = 32  # batches tokenised together and sorted by token count (TextEncoder.passage_batches)
 GPU_BATCH_SIZE = 1024  # on a GPU: tried first, halved while it does not fit (TextEncoder.fits)
 
 
 def default_batch_size(device: str) -> int:
     """The encoding batch when none is given: 32 on the CPU; on a GPU 1,024, or the largest that fits below."""
     return GPU_BATCH_SIZE if str(device).startswith("cuda") else DEFAULT_BATCH_SIZE
+
+
+def resolve_batch_size(batch_size: int | None, device: str, backend: str | None = None) -> int:
+    """``batch_size``, or the default for the device the passage encoder runs on (an ONNX ``backend`` runs on the
+    CPU): what ``index --dense`` and :func:`~corefsearch.dense.indexing.build_dense_index` both use."""
+    if batch_size is not None:
+        return batch_size
+    if backend not in (None, "torch") or device == "cpu":
+        return DEFAULT_BATCH_SIZE
+    check_device(device)
+    return default_batch_size(resolve_device(device))
 
 
 @dataclass
@@ -186,34 +205,42 @@ class TextEncoder:
         return vectors
 
     def encode_passages(self, titles: Sequence[str], texts: Sequence[str], max_length: int = 180,
-                        batch_size: int = 64, description: str | None = None) -> np.ndarray:
-        """Vectors in input order. Batches are formed from passages sorted by their token count (less
-        padding than sorting by characters, as sentence-transformers does): the passages, sorted by
-        characters, are tokenised :data:`SORT_CHUNK` batches at a time and sorted by tokens within
-        each chunk (bench/RESULTS.md, "Dense encoding speed")."""
+                        batch_size: int = DEFAULT_BATCH_SIZE, description: str | None = None) -> np.ndarray:
+        """Vectors in input order, in the batches of :meth:`passage_batches`."""
         import numpy as np
 
-        by_chars = sorted(range(len(texts)), key=lambda i: len(texts[i]) + len(titles[i] or ""))
-        order: list[int] = []  # filled chunk by chunk as the batches are drawn
-
-        def batches() -> Iterator[dict[str, torch.Tensor]]:
-            step = batch_size * SORT_CHUNK
-            for at in range(0, len(by_chars), step):
-                chunk = by_chars[at:at + step]
-                encoded = self.tokenizer([titles[j] or "" for j in chunk], [texts[j] for j in chunk],
-                                         truncation="longest_first", max_length=max_length)
-                by_tokens = sorted(range(len(chunk)), key=lambda k: len(encoded["input_ids"][k]))
-                order.extend(chunk[k] for k in by_tokens)
-                for first in range(0, len(by_tokens), batch_size):
-                    rows = by_tokens[first:first + batch_size]
-                    padded = self.tokenizer.pad({key: [values[k] for k in rows] for key, values in encoded.items()},
-                                                padding=True, return_tensors="pt")
-                    yield {k: v.to(self.device) for k, v in padded.items()}
-
-        sorted_vectors = self._encode(batches(), len(texts), batch_size, description)
-        vectors = np.empty_like(sorted_vectors)
-        vectors[np.asarray(order, dtype=np.int64)] = sorted_vectors
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        batches = self.passage_batches(titles, texts, max_length, batch_size)
+        n_batches = (len(texts) + batch_size - 1) // batch_size
+        for rows, batch_vectors in track(batches, description, total=n_batches) if description else batches:
+            vectors[rows] = batch_vectors
         return vectors
+
+    def passage_batches(self, titles: Sequence[str], texts: Sequence[str], max_length: int = 180,
+                        batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[tuple[list[int], np.ndarray]]:
+        """The passages' vectors one batch at a time, each with the input positions of its rows. Batches are
+        formed from passages sorted by their token count (less padding than sorting by characters, as
+        sentence-transformers does): the passages, sorted by characters, are tokenised :data:`SORT_CHUNK`
+        batches at a time (so memory stays flat) and sorted by tokens within each chunk (bench/RESULTS.md,
+        "Dense encoding speed"). Every passage encoding goes through here: ``encode_passages`` and the
+        index's ``chunks.encode_chunk``."""
+        import torch
+
+        self.model.eval()
+        by_chars = sorted(range(len(texts)), key=lambda i: len(texts[i]) + len(titles[i] or ""))
+        step = batch_size * SORT_CHUNK
+        for at in range(0, len(by_chars), step):
+            chunk = by_chars[at:at + step]
+            encoded = self.tokenizer([titles[j] or "" for j in chunk], [texts[j] for j in chunk],
+                                     truncation="longest_first", max_length=max_length)
+            by_tokens = sorted(range(len(chunk)), key=lambda k: len(encoded["input_ids"][k]))
+            for first in range(0, len(by_tokens), batch_size):
+                rows = by_tokens[first:first + batch_size]
+                padded = self.tokenizer.pad({key: [values[k] for k in rows] for key, values in encoded.items()},
+                                            padding=True, return_tensors="pt")
+                with torch.inference_mode():  # not held across the yield: the caller's code runs outside it
+                    vectors = self._fitting({k: v.to(self.device) for k, v in padded.items()})
+                yield [chunk[k] for k in rows], vectors
 
     def _encode(self, batches: Iterator[dict[str, torch.Tensor]], count: int, batch_size: int,
                 description: str | None) -> np.ndarray:

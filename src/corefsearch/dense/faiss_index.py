@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.faiss_gpu import faiss_on_gpu, set_nprobe, to_cpu, to_gpu
 
@@ -172,8 +173,7 @@ def check_search_parameters(recorded: dict[str, Any], given: dict[str, int], ind
             raise InputError(f"{option} tunes the search of an {TYPE_NAMES[wanted]} dense index; {index} holds a "
                              f"dense index of type {TYPE_NAMES.get(str(kind), kind)}: leave out {option}, or build "
                              f"the index with `--faiss {wanted}`")
-        if int(value) < 1:
-            raise InputError(f"{option} must be at least 1, got {value}")
+        at_least_one(option, int(value))
     return {name: int(value) for name, value in given.items()}
 
 

@@ -10,12 +10,12 @@ index folders) in :mod:`corefsearch.dense.chunks`, which ``corefsearch add`` and
 on ``INDEX/dense`` already, merges with :func:`merge_dense_shards_unguarded`.
 
 Encoding streams the passages file and keeps only the ids, titles and texts of one chunk
-(8,192 passages) in memory. Within a chunk, passages are sorted by length and cut into
-batches (less padding). Each encoded chunk is saved to ``INDEX/dense.partial/chunks/`` at
-once, so an interrupted run, started again with the same command, skips the chunks already
-on disk; a partial folder written with another encoder or from other passages is discarded
-with a notice. The FAISS index is built from the chunk files at the end, in a temporary
-folder renamed to ``INDEX/dense`` when complete.
+(8,192 passages) in memory. Within a chunk, passages are sorted by token count and cut into
+batches (less padding: ``chunks.encode_chunk``, through ``TextEncoder.passage_batches``). Each
+encoded chunk is saved to ``INDEX/dense.partial/chunks/`` at once, so an interrupted run, started
+again with the same command, skips the chunks already on disk; a partial folder written with
+another encoder or from other passages is discarded with a notice. The FAISS index is built from
+the chunk files at the end, in a temporary folder renamed to ``INDEX/dense`` when complete.
 
 Shards (``--shard I/N``, I from 0 to N−1): chunk j covers rows [j·C, (j+1)·C) of
 passages.jsonl (C = chunk size) and shard I takes the contiguous block of chunks
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import DENSE_SHARD, read_manifest
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import resolve_device
 from corefsearch.base.progress import track
@@ -59,6 +60,7 @@ from corefsearch.dense.chunks import (
     write_dense_index,
     write_shard,
 )
+from corefsearch.dense.encoder import resolve_batch_size
 from corefsearch.dense.store import (
     DENSE_DIR,
     IDS_FILE,
@@ -180,13 +182,15 @@ def check_build_arguments(a: dict[str, Any]) -> None:
 
 @writes_outputs(dense_outputs, check=check_build_arguments)
 def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | None,
-                      faiss_type: str = "flat", batch_size: int = 64, shard: tuple[int, int] | None = None,
+                      faiss_type: str = "flat", batch_size: int | None = None,
+                      shard: tuple[int, int] | None = None,
                       device: str = "auto", overwrite: bool = False,
                       chunk_size: int = CHUNK_SIZE, backend: str = "torch") -> DenseIndexSummary:
     """Encode every passage of ``dataset_dir`` and write ``out/dense`` (or, with ``shard=(I, N)``,
     only shard I's vectors into ``out/dense-shards/shard-I-of-N``); resumable, see the module doc.
     ``backend``: the passage encoder's runtime (torch, or ONNX Runtime with ``onnx``/``onnx-int8``
-    from the encoder folder's export), recorded in the manifest's ``encoding``."""
+    from the encoder folder's export), recorded in the manifest's ``encoding``. ``batch_size``: default
+    by device, as ``index --dense`` (:func:`~corefsearch.dense.encoder.resolve_batch_size`)."""
     started = time.perf_counter()
     dataset = Dataset(dataset_dir)
     out = Path(out)
@@ -199,6 +203,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     passages_sha256, count = scan_passages(dataset.passages_path)
     if count == 0:
         raise InputError(f"{dataset.passages_path} holds no passages")
+    batch_size = resolve_batch_size(batch_size, device, backend)
     model = load_encoder(encoder, device, backend, ("passage",))
     encoder_info = encoder_record(model)
     dimension = int(encoder_info["dimension"])
@@ -243,10 +248,7 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
 def check_build_options(faiss_type: str, batch_size: int, chunk_size: int) -> None:
     """The options of an encoding, checked before any work (also by the Ray path)."""
     faiss_index.check_faiss_type(faiss_type)
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
-    if chunk_size < 1:
-        raise InputError(f"--chunk-size must be at least 1, got {chunk_size}")
+    all_at_least_one({"--batch-size": batch_size, "--chunk-size": chunk_size})
 
 
 # --- merging shards -------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.faiss_gpu import GPU_MAX_K, to_gpu
 from corefsearch.base.onnx_backend import check_backend_device
@@ -143,8 +144,7 @@ class DenseSearcher:
         """The top ``k`` passages of each vector, the passage ``exclude[i]`` left out of row i."""
         import numpy as np
 
-        if k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
+        at_least_one("--k", k)
         depth = min(k + 1, len(self.ids))
         index = self.faiss_gpu if self.faiss_gpu is not None and depth <= GPU_MAX_K else self.faiss
         faiss_index.configure_search(index, self.parameters, depth)
@@ -172,8 +172,7 @@ class DenseSearcher:
 
     def search(self, queries: Sequence[Query], k: int, batch_size: int = 256) -> Iterator[tuple[Query, list[Hit]]]:
         """Search every query (in batches, under a progress bar), its own passage removed."""
-        if k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
+        at_least_one("--k", k)
         starts = range(0, len(queries), batch_size)
         for start in track(starts, "Searching (dense)", total=len(starts)):
             chunk = queries[start:start + batch_size]
@@ -181,10 +180,9 @@ class DenseSearcher:
             for query in chunk:
                 yield query, hits[query.id]
 
-    def search_one(self, query: Query, k: int, exclude: str | None = None) -> list[Hit]:
-        """One ad-hoc query; ``exclude`` (default: the query's own passage, if it has one) is left out."""
-        own = exclude if exclude is not None else (query.passage_id or None)
-        return self.search_vectors(self.encode([query]), k, [own])[0]
+    def search_one(self, query: Query, k: int, *, query_string: str | None = None) -> list[Hit]:
+        """One query, its own passage (if it has one) left out (``query_string``, a BM25 string, is not read)."""
+        return self.search_vectors(self.encode([query]), k, [query.passage_id or None])[0]
 
 
 def describe(searcher: DenseSearcher) -> dict[str, Any]:

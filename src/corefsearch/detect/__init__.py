@@ -6,8 +6,9 @@ feature runs on documents without annotations (predicted mentions, never mixed w
 ``model``           :class:`~corefsearch.detect.model.MentionDetector`: an encoder + one BIO head per type
 ``heuristic``       the no-training floor: spaCy's parse (verbs and eventive nouns; entities and noun phrases)
 ``detectors``       a detector by name (``heuristic`` or a model folder from ``train detector``), one interface
-``examples``        the training and dev passages of a dataset: those annotated in full, with their gold spans
-``train``           ``corefsearch train detector``: the training task on the shared loop, dev mention F1
+``arguments``       the options of ``train detector`` (defaults, help, checks), read without the trainer
+``train``           ``corefsearch train detector``: the training and dev passages (those annotated in full,
+                    with their gold spans) and the training task on the shared loop, dev mention F1
 ``run``             ``corefsearch detect``: every passage of a dataset, streamed, batched, resumable
 ==================  ==========================================================================================
 """

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.model_card import BaseModel, CardText, usage_lines
 from corefsearch.base.schema import MENTION_TYPES
 from corefsearch.detect.model import MAX_LENGTH, STRIDE, DetectorConfig
-from corefsearch.training.arguments import TrainingArguments, at_least_one, one_of, override
+from corefsearch.training.arguments import TrainingArguments, one_of, override
 
 if TYPE_CHECKING:
     from corefsearch.detect.model import DetectorConfig
@@ -45,7 +46,7 @@ class DetectorTrainingArguments(TrainingArguments):
 
     def validate(self) -> None:
         super().validate()
-        at_least_one({"--encode-batch-size": self.encode_batch_size})
+        all_at_least_one({"--encode-batch-size": self.encode_batch_size})
         one_of("--mention-type", self.mention_type, TYPE_CHOICES)
         self.detector_config().validate()
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, now, write_manifest
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.base.models import check_device, resolve_device
 from corefsearch.base.onnx_backend import check_backend_device
@@ -119,8 +120,8 @@ def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, devic
     check_backend_device(backend, device)
     if detection is not None:
         detection.validate()
-    if batch_size < 1 or shard_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+    at_least_one("--batch-size", batch_size)
+    at_least_one("shard_size", shard_size)
     dataset = Dataset(dataset_dir)
     out = dataset.predicted_mentions_path
     if (out.exists() or (dataset.root / PREDICTED_MANIFEST_FILE).exists()) and not overwrite:

@@ -1,7 +1,7 @@
 """The heavy stages on a Ray cluster (``--ray auto|ADDRESS``): dense encoding (``index --dense``),
-a reader's re-ranking (``search --reader``) and the mention encoder's encoding (``cluster --method
-encoder``). Without ``--ray`` nothing here runs and Ray is never imported; this file imports
-nothing, so that ``corefsearch --help`` stays instant.
+a reader's re-ranking (``search --reader``), the mention encoder's encoding (``cluster --method
+encoder``) and mention detection (``detect``). Without ``--ray`` nothing here runs and Ray is never
+imported; this file imports nothing, so that ``corefsearch --help`` stays instant.
 
 Same results as on one machine: every worker runs the function the local path runs, on the same
 batches, so the vectors, runs and spans are those of the local path (bit for bit where the
@@ -11,7 +11,7 @@ bits of a float, as it does on one machine).
 What moves between machines: the workers read the dataset's ``passages.jsonl`` and load the
 models from the paths given on the command line (made absolute), so those must be visible at the
 same path on every node (a shared file system), or be a Hugging Face name each node can load, or
-``default`` (the encoder bundled with corefsearch). corefsearch itself must be installed in the
+``default``, the encoder bundled with corefsearch. corefsearch itself must be installed in the
 Python environment of every node. Only the driver writes: the index directory, run and cluster
 files need not be shared. Queries, retrieved hits, passage texts, tokenised mentions and the
 vectors travel through Ray's object store.
@@ -35,4 +35,7 @@ re-ranked by actors that loaded the reader once.
 ``mention_encoding``: ``cluster --method encoder --ray``: :class:`~mention_encoding.RayMentionEncoding`,
 the strategy the cluster wing's ``cluster_dataset`` takes to encode its mentions on the cluster
 (:func:`~mention_encoding.encode_mentions_on_ray`).
+
+``detection``: ``detect --ray``: :class:`~detection.RayDetection`, the strategy ``detect_dataset`` takes to
+detect each shard's passages in blocks on actors that loaded the detector once.
 """

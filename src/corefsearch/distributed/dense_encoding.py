@@ -1,8 +1,8 @@
 """``index --dense --ray``: the dense encoding on a Ray cluster.
 
 Ray Data (``map_batches`` on an actor pool, one encoder loaded per actor) encodes whole chunks of
-``CHUNK_SIZE`` passages with ``chunks.encode_chunk``, the function of the local path (length-sorted
-batches within the chunk). The chunks are those of ``--shard I/N`` with N the number of workers;
+``CHUNK_SIZE`` passages with ``chunks.encode_chunk``, the function of the local path (batches sorted by
+token count within the chunk). The chunks are those of ``--shard I/N`` with N the number of workers;
 the driver saves each encoded chunk into its shard's resumable
 ``INDEX/dense-shards/shard-I-of-N.partial/``, writes the shards as ``--shard`` does, then merges them
 with the ``--merge-shards`` code into ``INDEX/dense``. An interrupted run, started again with the same
@@ -23,7 +23,8 @@ from corefsearch.base.progress import track
 from corefsearch.base.schema import Passage
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense import chunks, faiss_index, store
-from corefsearch.dense.chunks import encode_chunk, save_chunk
+from corefsearch.dense.chunks import chunk_vectors, save_chunk
+from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE
 from corefsearch.dense.indexing import (
     DenseIndexSummary,
     check_build_options,
@@ -109,12 +110,8 @@ class ChunkEncoder:
         model = uncarried(self.loaded)
         passages = read_chunk(self.passages, offset, line, rows)
         timer = [0.0]
-        encoded = None
-        for item in encode_chunk(model, [p.title for p in passages], [p.text for p in passages], self.batch_size,
-                                 timer):
-            if not isinstance(item, int):
-                encoded = item
-        assert encoded is not None
+        encoded = chunk_vectors(model, [p.title for p in passages], [p.text for p in passages], self.batch_size,
+                                timer)
         return encoded, [p.id for p in passages], timer[0], model.passage_encoder.device
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -143,7 +140,7 @@ def _check_ray_arguments(a: dict[str, Any]) -> None:
 
 @writes_outputs(_ray_dense_outputs, check=_check_ray_arguments)
 def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_options: RayOptions,
-                             faiss_type: str = "flat", batch_size: int = 64, device: str = "auto",
+                             faiss_type: str = "flat", batch_size: int = DEFAULT_BATCH_SIZE, device: str = "auto",
                              overwrite: bool = False, chunk_size: int | None = None,
                              backend: str = "torch") -> DenseIndexSummary:
     """``indexing.build_dense_index`` with the encoding spread over a Ray cluster (see the module

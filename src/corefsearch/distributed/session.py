@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
 
 RAY_HINT = 'install it with `pip install "corefsearch[ray]"`'
@@ -41,8 +42,7 @@ class RayOptions:
     def validate(self) -> None:
         if self.address != "auto":
             split_address(self.address, "--ray")
-        if self.workers is not None and self.workers < 1:
-            raise InputError(f"--ray-workers must be at least 1, got {self.workers}")
+        all_at_least_one({"--ray-workers": self.workers})
         if not self.cpus_per_worker > 0:
             raise InputError(f"--ray-cpus-per-worker must be more than 0, got {self.cpus_per_worker}")
 

@@ -1,6 +1,19 @@
 """Evaluation of retrieval runs: ranking metrics (trec_eval or CoreSearch definitions, and any
 ir-measures measure), a reader's spans (EM and F1 as in SQuAD v1.1), paired significance tests,
-reports (table, JSON, CSV, per-query CSV) and R@k / MRR@k curves with their plot.
+reports (table, JSON, CSV, per-query CSV) and R@k / MRR@k curves with their plot; and the scores of
+clusterings and mention detections.
+
+Runs: ``metrics`` (the metric names, the two definitions ``trec`` and ``coresearch``, ``Run`` and
+``Qrels``; the floor), ``ranking`` (a run against qrels, through ir-measures), ``coresearch`` (the
+CoreSearch paper's definitions, by hand), ``trec_eval_binary`` (the trec_eval binary in Pyserini's jar),
+``spans`` (a reader's spans: EM and F1), ``query_clusters`` (a run's top k as a cluster, per-query B³,
+``evaluate --cluster-k``), ``significance`` (paired tests between two runs), ``report`` (table, JSON, CSV,
+per-query CSV) and ``curves`` (R@k and MRR@k at every cut-off, ``evaluate --plot``).
+
+Clusterings and detections: ``coref`` (MUC, B³, CEAF-e, LEA and CoNLL F1 of two partitions),
+``coref_files`` (a clusters file against a dataset's gold clusters of one split, and its table, JSON and
+CSV), ``coref_predicted`` (a clustering of predicted mentions, matched to the gold ones by span) and
+``mentions`` (mention detection against the gold mentions: precision, recall and F1 per type).
 
 Heavy dependencies (ir-measures, scipy, rich, matplotlib) are imported only when used, so importing
 this package stays cheap for the CLI.

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.evaluate.metrics import Qrels, Run, check_definition, rank_documents
 from corefsearch.io.outputs import output_lock
 from corefsearch.io.write import atomic_file
@@ -38,8 +39,7 @@ class Curve:
 
     def at(self, k: int) -> tuple[float, float]:
         """``(R@k, MRR@k)``; beyond the depth the values stay those at the depth."""
-        if k < 1:
-            raise ValueError(f"cut-off must be at least 1, got {k}")
+        at_least_one("cut-off", k, ValueError)
         i = min(k, len(self.ks)) - 1
         return self.recall[i], self.mrr[i]
 

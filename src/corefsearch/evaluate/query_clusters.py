@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.evaluate.metrics import Run
@@ -86,8 +87,7 @@ def score_query_clusters(run: Run, spans_path: Path, dataset: Dataset, k: int) -
     """Per-query B³ of the run's top ``k`` with the spans of ``spans_path`` (read and checked as ``--spans``
     is) over the queries of ``run`` whose id is a mention of the dataset's clusters (a dataset's queries are
     its mentions)."""
-    if k < 1:
-        raise InputError(f"--cluster-k must be at least 1, got {k}")
+    at_least_one("--cluster-k", k)
     predictions = read_spans(spans_path)
     spans = {(p.qid, p.passage_id): (p.start, p.end) for p in predictions}
     cluster_of, members = cluster_index(dataset)

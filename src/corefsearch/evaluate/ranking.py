@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.datasets.dataset import Dataset, dataset_holding
 from corefsearch.evaluate.coresearch import evaluate_coresearch
@@ -256,8 +257,7 @@ def evaluate_files(run_paths: Sequence[Path], qrels_path: Path, definition: str 
     if cluster_k is not None and not spans_paths:
         raise InputError("--cluster-k scores the mentions a run's spans mark: add --spans RUN.spans.jsonl and "
                          "--dataset DATASET")
-    if cluster_k is not None and cluster_k < 1:
-        raise InputError(f"--cluster-k must be at least 1, got {cluster_k}")
+    all_at_least_one({"--cluster-k": cluster_k})
     # opened first, so that a wrong directory fails before any run is read
     data = Dataset(Path(dataset)).require_gold("evaluate --spans") if dataset is not None else None
     _check_dataset_qrels(Path(qrels_path))

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.model_card import BaseModel, CardText, base_name, usage_lines
 from corefsearch.reader.model import ReaderConfig
 from corefsearch.training.arguments import (
     TrainingArguments,
-    at_least_one,
     finite_positive,
     one_of,
     override,
@@ -67,9 +67,9 @@ class ReaderTrainingArguments(TrainingArguments):
 
     def validate(self) -> None:
         super().validate()
-        at_least_one({"--negatives-from": self.negatives_from, "--dev-rerank-k": self.dev_rerank_k,
-                      "--max-train-queries": self.max_train_queries, "--dev-max-queries": self.dev_max_queries,
-                      "--negatives": self.negatives})
+        all_at_least_one({"--negatives-from": self.negatives_from, "--dev-rerank-k": self.dev_rerank_k,
+                          "--max-train-queries": self.max_train_queries, "--dev-max-queries": self.dev_max_queries,
+                          "--negatives": self.negatives})
         finite_positive("--span-weight", self.span_weight)
         one_of("--ranking-loss", self.ranking_loss, RANKING_LOSSES)
         self.reader_config().validate()  # --head, --max-length, --max-query-len, --doc-stride, ...

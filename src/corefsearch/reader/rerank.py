@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, check_model_folder, model_kind
 from corefsearch.base.onnx_backend import check_backend_device, check_onnx_export
@@ -49,8 +50,7 @@ class ReaderOptions:
 
     def validate(self) -> None:
         check_rerank_k(self.rerank_k, minimum=1, option="--rerank-k")
-        if self.batch_queries < 1:
-            raise InputError(f"--rerank-batch-queries must be at least 1, got {self.batch_queries}")
+        at_least_one("--rerank-batch-queries", self.batch_queries)
 
         check_device(self.device)
         if self.fusion is not None and self.fusion not in RERANK_FUSIONS:

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import now, write_manifest
+from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import safe_id
@@ -62,6 +63,7 @@ from corefsearch.datasets import build
 from corefsearch.datasets.build import BuildOptions, MentionRef
 from corefsearch.datasets.dataset import Dataset, check_built_from, iter_passages
 from corefsearch.datasets.generic import CORPUS_FILE, read_generic
+from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE
 from corefsearch.detect.run import append_predicted, dataset_detector
 from corefsearch.io.outputs import check_no_overlap, output_locks
 from corefsearch.io.read import read_jsonl
@@ -279,17 +281,14 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
 
 
 def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
-                  encoder: str | BiEncoder | None = None, device: str = "auto", batch_size: int = 64,
-                  threads: int = 2) -> AddSummary:
+                  encoder: str | BiEncoder | None = None, device: str = "auto",
+                  batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 2) -> AddSummary:
     """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
     ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
     started = time.perf_counter()
     dataset_dir, corpus = Path(dataset_dir), Path(corpus)
     dataset = Dataset(dataset_dir)
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
-    if threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
+    all_at_least_one({"--batch-size": batch_size, "--threads": threads})
     check_no_overlap(dataset_dir, "DATASET", {"--corpus": corpus})
     _build_options(dataset)  # a dataset add cannot grow fails before anything is read
 

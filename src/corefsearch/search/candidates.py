@@ -35,7 +35,7 @@ from corefsearch.datasets.passages import PassageFile
 from corefsearch.detect.detectors import load_detector
 from corefsearch.detect.run import mention_id
 
-CANDIDATES = ("detected", "gold", "reader")
+CANDIDATES = ("detected", "gold", "reader")  # --candidates (checked at the door: search.options)
 DEFAULT_DETECTOR = "heuristic"
 DETECT_CHUNK = 256  # passages detected at once at query time
 
@@ -184,10 +184,10 @@ class DetectedCandidates:
 
 
 def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = None, device: str = "cpu") -> Any:
-    """The candidate source ``candidates`` (``detected`` or ``gold``) over the dataset ``dataset_dir``. For
+    """The candidate source ``candidates`` (``detected`` or ``gold``, as ``SearchOptions.check`` resolved them) over
+    the dataset ``dataset_dir``. For
     ``detected``: the dataset's stored predicted mentions when it has them and ``detector`` is None, else the
     ``detector`` (default ``heuristic``) run on the top passages when they are asked for."""
-    check_candidates(candidates)
     dataset_dir = Path(dataset_dir)
     if candidates == "gold":
         check_gold_allowed(dataset_dir)

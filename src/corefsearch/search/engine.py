@@ -1,9 +1,11 @@
-"""The warm search engine that ``corefsearch query`` and ``corefsearch serve`` share: the
-retrievers of an INDEX, spaCy (when the BM25 query format needs it) and the reader, opened once;
-then any number of ad-hoc questions ("where else is this mention's event mentioned?").
+"""The one door of a search: ``SearchEngine.open(INDEX, SearchOptions)`` opens, once, what the options
+(``corefsearch.search.options``) ask for: the retrievers of an INDEX, the reader, the mention encoder and its
+candidate mentions, and (warm) spaCy when the BM25 query format needs it. ``search`` runs a queries file
+through its :meth:`~SearchEngine.flow` (``corefsearch.search.pipeline``); ``query`` and ``serve`` ask it any
+number of ad-hoc questions ("where else is this mention's event mentioned?").
 
-``SearchEngine.open(...)`` does all the loading and records how long each part took
-(``load_seconds``); ``query(...)`` answers one mention, given as ``mention`` (+ ``occurrence``)
+``SearchEngine.open(...)`` records how long each part took to load (``load_seconds``); ``query(...)`` answers
+one mention, given as ``mention`` (+ ``occurrence``)
 in a ``context`` or as character offsets ``start``/``end`` into it (a mouse selection), or a
 query of a dataset by ``qid``; ``passage(id)`` gives a passage with the passages of its document.
 
@@ -18,40 +20,33 @@ so a worker thread needs nothing done for it; a thread that ends after calling J
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 import warnings
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from corefsearch.base import nlp
 from corefsearch.base.artefacts import versions
-from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
-from corefsearch.base.models import check_model_folder, resolve_device
+from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import resolve_device
 from corefsearch.base.schema import Query
 from corefsearch.datasets.dataset import Dataset
-from corefsearch.datasets.lookup import cluster_mentions, find_query
+from corefsearch.datasets.lookup import cluster_mentions
 from corefsearch.datasets.passages import PassageFile
-from corefsearch.reader.rerank import ReaderOptions
-from corefsearch.search.candidates import describe_candidates, open_candidates
-from corefsearch.search.expansion import EncoderExpansion, ExpansionOptions, FoundMention, cluster_answer
-from corefsearch.search.flow import QueryFlow, check_flow
-from corefsearch.search.retriever import (
-    RETRIEVERS,
-    IndexManifests,
-    RetrievalOptions,
-    Retriever,
-    check_retriever_name,
-    open_retrievers,
-    uses_bm25,
-)
+from corefsearch.search.answers import AdhocHit, AdhocResult
+from corefsearch.search.candidates import open_candidates
+from corefsearch.search.cluster_answer import cluster_of_hits
+from corefsearch.search.flow import QueryFlow
+from corefsearch.search.options import RETRIEVERS, SearchOptions, uses_bm25
+from corefsearch.search.queries import query_of
+from corefsearch.search.retriever import IndexManifests, Retriever, open_retrievers
+from corefsearch.search.second_round import EncoderExpansion
 from corefsearch.sparse import highlight
 from corefsearch.sparse.formulation import QUERY_FORMATS
 from corefsearch.sparse.highlight import matched_spans
-from corefsearch.sparse.search import BM25Options, warn_long_queries
+from corefsearch.sparse.search import warn_long_queries
 
 # The spaCy pipeline each BM25 query format loads (corefsearch.base.nlp), if any.
 SPACY_FOR_FORMAT = {"mention+entities": "ner_pipeline", "sentence": "sentencizer"}
@@ -68,223 +63,82 @@ def detach_thread() -> None:
         jnius.detach()
 
 
-# --- the query ------------------------------------------------------------------------------------
-
-
-def adhoc_query_record(mention: str, context: str | None = None, occurrence: int | None = None) -> Query:
-    """A query for ``mention`` at its ``occurrence``-th place (1-based) in ``context``."""
-    if not mention.strip():
-        raise InputError("--mention is empty")
-    text = context if context is not None else mention
-    starts = [m.start() for m in re.finditer(re.escape(mention), text)]
-    if not starts:
-        raise InputError(f"the mention {mention!r} does not occur in the context")
-    if occurrence is None:
-        occurrence = 1
-    if not 1 <= occurrence <= len(starts):
-        raise InputError(f"--occurrence {occurrence}: the mention occurs {len(starts)} time(s) in the context")
-    start = starts[occurrence - 1]
-    return Query("adhoc", "", text, start, start + len(mention), mention, "")
-
-
-def selection_query_record(context: str | None, start: int | None, end: int | None,
-                           mention: str | None = None) -> Query:
-    """A query for the characters ``context[start:end]`` (a selection; white space at its edges left out).
-    ``mention``, when given too, must be the selected text."""
-    if context is None:
-        raise InputError("start and end are character offsets into the context: give the context too")
-    if start is None or end is None:
-        raise InputError("a selection needs both start and end (character offsets into the context)")
-    if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
-        raise InputError(f"start and end must be integers, got {start!r} and {end!r}")
-    if not 0 <= start <= end <= len(context):
-        raise InputError(f"the selection [{start}, {end}) lies outside the context of {len(context)} characters")
-    selected = context[start:end]
-    if not selected.strip():
-        raise InputError(f"the selection [{start}, {end}) is empty" if start == end else
-                         f"the selection [{start}, {end}) holds only white space")
-    start += len(selected) - len(selected.lstrip())
-    end -= len(selected) - len(selected.rstrip())
-    if mention is not None and mention.strip() != context[start:end]:
-        raise InputError(f"the mention {mention!r} is not the selected text {context[start:end]!r} "
-                         f"(characters {start} to {end} of the context)")
-    return Query("adhoc", "", context, start, end, context[start:end], "")
-
-
-def query_of(mention: str | None, context: str | None, occurrence: int | None, start: int | None, end: int | None,
-             dataset: Path | None, qid: str | None) -> tuple[Query, int, Any]:
-    """The query to answer, how often its mention occurs in its text, and (``qid``) its ``DatasetQuery``."""
-    if qid is None:
-        if start is not None or end is not None:
-            if occurrence is not None:
-                raise InputError("give the mention's place as start and end offsets or as an occurrence, not both")
-            query = selection_query_record(context, start, end, mention)
-        elif mention is None:
-            raise InputError("give --mention (and --context), or a dataset query with --dataset DATASET --qid ID")
-        else:
-            query = adhoc_query_record(mention, context, occurrence)
-        return query, len(re.findall(re.escape(query.mention), query.text)), None
-    given = [option for option, value in (("--mention", mention), ("--context", context),
-                                          ("--occurrence", occurrence), ("start", start), ("end", end))
-             if value is not None]
-    if given:
-        raise InputError(f"--qid takes the query's mention and context from the dataset: leave out {given[0]}")
-    if dataset is None:
-        raise InputError("--qid needs the dataset it is a query of: add --dataset DATASET")
-
-    found = find_query(dataset, qid)
-    return found.query, 1, found
-
-
-# --- the answer -----------------------------------------------------------------------------------
-
-
-@dataclass
-class AdhocHit:
-    rank: int
-    score: float
-    passage_id: str
-    title: str
-    text: str
-    matched: list[tuple[int, int]] = field(default_factory=list)
-    span: tuple[int, int] | None = None  # the reader's coreferring span (characters of text)
-    # A query of a dataset (--dataset --qid): relevant in its qrels, and the mentions of its cluster
-    relevant: bool | None = None
-    gold_mentions: list[tuple[int, int]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        record = {"rank": self.rank, "score": self.score, "passage_id": self.passage_id, "title": self.title,
-                  "text": self.text, "matched": [list(span) for span in self.matched]}
-        if self.span is not None:
-            start, end = self.span
-            record["span"] = {"start": start, "end": end, "text": self.text[start:end]}
-        if self.relevant is not None:
-            record["relevant"] = self.relevant
-            record["gold_mentions"] = [{"start": start, "end": end, "text": self.text[start:end]}
-                                       for start, end in self.gold_mentions]
-        return record
-
-
-@dataclass
-class AdhocResult:
-    query: Query
-    query_string: str | None  # the BM25 query (None for the dense retriever alone)
-    occurrences: int
-    hits: list[AdhocHit]
-    retriever: str = "bm25"
-    encoder: str | None = None  # the dense encoder's reference (dense, hybrid)
-    fusion: str | None = None  # rrf | interpolate (hybrid)
-    reader: str | None = None  # the reader's folder (--reader)
-    rerank_fusion: str | None = None  # with a reader: reader | rrf (--rerank-fusion, or the reader's recorded one)
-    split: str | None = None  # a query of a dataset: its split ...
-    relevant_total: int | None = None  # ... and how many passages its qrels hold relevant
-    expansion: dict[str, Any] | None = None  # the second round (rounds 2): its options and expansion queries
-    cluster: dict[str, Any] | None = None  # the answer as a cluster (corefsearch.search.expansion.cluster_answer)
-
-    def to_json(self) -> dict[str, Any]:
-        query: dict[str, Any] = {"mention": self.query.mention, "start": self.query.start, "end": self.query.end,
-                                 "context": self.query.text, "bm25_query": self.query_string}
-        if self.split is not None:
-            query = {"id": self.query.id, "split": self.split, "passage_id": self.query.passage_id,
-                     "cluster_id": self.query.cluster_id, **query, "relevant_passages": self.relevant_total}
-        record = {"query": query, "retriever": self.retriever, "encoder": self.encoder, "fusion": self.fusion,
-                  "reader": self.reader, "rerank_fusion": self.rerank_fusion,
-                  "hits": [hit.to_json() for hit in self.hits]}
-        if self.expansion is not None:
-            record["expansion"] = self.expansion
-        if self.cluster is not None:
-            record["cluster"] = self.cluster
-        return record
-
-
-# --- the engine -----------------------------------------------------------------------------------
-
-
 class SearchEngine:
-    """Retrievers, spaCy and a reader opened once; ad-hoc questions answered warm (see the module)."""
+    """What a search's options ask for, opened once; a queries file's flow, or ad-hoc questions answered warm
+    (see the module)."""
 
-    def __init__(self, index: Path, options: BM25Options, retrieval: RetrievalOptions,
-                 opened: dict[str, Retriever], reader: ReaderOptions | None = None, loaded_reader: Any = None,
-                 dataset: Path | None = None, load_seconds: dict[str, float] | None = None,
-                 expansion: ExpansionOptions | None = None, mention_encoder: Any = None) -> None:
+    def __init__(self, index: Path, options: SearchOptions, opened: dict[str, Retriever],
+                 manifests: IndexManifests, loaded_reader: Any = None, reader_config: Any = None,
+                 dataset: Path | None = None, mention_encoder: Any = None) -> None:
         self.index = Path(index)
         self.options = options
-        self.retrieval = retrieval
         self._opened = opened
+        self.manifests = manifests
         self.retrievers: list[str] = list(opened)  # the names opened; the first is the default
-        self.reader = reader
+        self.reader = options.reader
         self.loaded_reader = loaded_reader
+        self.reader_config = reader_config if reader_config is not None else getattr(loaded_reader, "config", None)
         self.dataset = Path(dataset) if dataset is not None else None
-        self.load_seconds: dict[str, float] = load_seconds or {}
+        self.load_seconds: dict[str, float] = {}
+        self.expansion = options.second_round  # the default rounds, N and weight of a question
+        self.mention_encoder = mention_encoder  # --mention-encoder: the encoder's expansion and cluster answers
         self._lock = threading.RLock()
         self._documents: PassageFile | None = None
-        self.expansion = expansion or ExpansionOptions()  # the default rounds, N and weight of a question
-        self.mention_encoder = mention_encoder  # --mention-encoder: the encoder's expansion and cluster answers
-        self._expander: Any = None  # EncoderExpansion over the index's dataset, built at its first use
+        self._expander: EncoderExpansion | None = None  # over the candidate mentions, built at its first use
 
     @classmethod
-    def open(cls, index: Path, options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
-             reader: ReaderOptions | None = None, dataset: Path | None = None,
-             retrievers: Sequence[str] | None = None, expansion: ExpansionOptions | None = None) -> SearchEngine:
-        """Open once: the retriever of ``retrieval`` (and, with ``retrievers``, the other named ones,
-        e.g. ``("bm25", "hybrid")``), spaCy when the query format needs it, the reader. With
-        ``dataset``, its queries can be asked by id (the index must hold its passages). Raises
+    def open(cls, index: Path, options: SearchOptions | None = None, dataset: Path | None = None, *,
+             warm: bool = True) -> SearchEngine:
+        """Open once what ``options`` ask for (checked first, if the caller has not: see
+        :meth:`SearchOptions.check`). With ``dataset``, its queries can be asked by id and its passages hold
+        the candidate mentions (the index must hold its passages); else the dataset the index was built from.
+        ``warm``: also load now what the first question would (the Lucene searcher, the highlighter, spaCy, the
+        candidate mentions); a queries file's search leaves them to its first query. Raises
         ``CorefSearchError`` subclasses."""
-        options = options or BM25Options()
-        retrieval = retrieval or RetrievalOptions()
-        retrieval.validate()
-        options.validate()
-        for name in retrievers or ():
-            check_retriever_name(name)
-            replace(retrieval, retriever=name).validate()
-        if reader is not None:
-            reader.validate()
-        if expansion is not None:
-            expansion.validate(has_reader=reader is not None)
-        names = list(dict.fromkeys([retrieval.retriever, *(retrievers or ())]))
+        options = (options or SearchOptions()).check(index)
         if dataset is not None:
             Dataset(dataset)  # a missing or broken dataset fails here, not at the first query
         load_seconds: dict[str, float] = {}
         started = time.perf_counter()
-        manifests = IndexManifests.load(index, names)
+        manifests = IndexManifests.load(index, options.names)
         if dataset is not None:
             manifests.check_dataset(dataset)
         load_seconds["manifests"] = time.perf_counter() - started
-        loaded_reader = None
-        if reader is not None:
+        loaded_reader = reader_config = None
+        if options.reader is not None and options.ray is not None:
+            reader_config = options.reader.read_config()  # the Ray workers load the reader
+        elif options.reader is not None:
             started = time.perf_counter()
-            loaded_reader = reader.load()
+            loaded_reader = options.reader.load()
             load_seconds["reader"] = time.perf_counter() - started
         mention_encoder = None
-        if expansion is not None and expansion.encoder is not None:
+        if options.mention_encoder is not None:
             from corefsearch.cluster.model import MentionEncoder
 
-            check_model_folder(expansion.encoder, "--mention-encoder")
             started = time.perf_counter()
-            mention_encoder = MentionEncoder.load(Path(expansion.encoder), resolve_device(retrieval.device))
+            device = resolve_device(options.retrieval.device)
+            mention_encoder = MentionEncoder.load(Path(options.mention_encoder), device)
             load_seconds["mention encoder"] = time.perf_counter() - started
         started = time.perf_counter()
-        opened = open_retrievers(index, options, retrieval, names, manifests)
-        for retriever in dict.fromkeys(opened.values()):
-            retriever.warm()
+        opened = open_retrievers(index, options.bm25, options.retrieval, options.names, manifests)
+        if warm:
+            for retriever in dict.fromkeys(opened.values()):
+                retriever.warm()
         load_seconds["retrievers"] = time.perf_counter() - started
-        if any(uses_bm25(name) for name in names):
+        if warm and any(uses_bm25(name) for name in options.names):
             started = time.perf_counter()
-
             highlight.warm()
             load_seconds["highlighter"] = time.perf_counter() - started
-            pipeline = SPACY_FOR_FORMAT.get(options.query_format)
+            pipeline = SPACY_FOR_FORMAT.get(options.bm25.query_format)
             if pipeline is not None:
                 started = time.perf_counter()
-
                 getattr(nlp, pipeline)()
                 load_seconds["spacy"] = time.perf_counter() - started
-        engine = cls(index, options, retrieval, opened, reader, loaded_reader, dataset, load_seconds, expansion,
-                     mention_encoder)
-        if mention_encoder is not None:  # the candidate mentions (stored, or the detector) loaded once, here
+        engine = cls(index, options, opened, manifests, loaded_reader, reader_config, dataset, mention_encoder)
+        if warm and mention_encoder is not None:  # the candidate mentions (stored, or the detector) loaded once
             started = time.perf_counter()
             with contextlib.suppress(MissingArtefactError):  # no dataset beside the index: said when asked
-                engine._expansion_engine().candidates.warm()
+                engine.expander().candidates.warm()
             load_seconds["candidates"] = time.perf_counter() - started
         engine.load_seconds = {name: round(seconds, 3) for name, seconds in load_seconds.items()}
         return engine
@@ -298,6 +152,39 @@ class SearchEngine:
         if name not in self._opened:
             raise InputError(f"the retriever {name} is not open here (open: {', '.join(self.retrievers)})")
         return self._opened[name]
+
+    def flow(self, retriever: str | None = None) -> QueryFlow:
+        """The query flow over an opened retriever, with the engine's reader and second round."""
+        return QueryFlow(self.retriever(retriever), self.options, self.loaded_reader, self.reader_config,
+                         self.expansion, self.expander)
+
+    # --- the candidate mentions: one rule for a file's search and for a question ---
+
+    def candidates_dataset(self) -> Path:
+        """Where the candidate mentions are read: the engine's dataset (``--dataset``, or the dataset a queries
+        file lies in), else the dataset the index was built from, if it is still there."""
+        if self.dataset is not None:
+            return self.dataset
+        for manifest in self.manifests.manifests.values():
+            dataset = manifest.get("dataset")
+            if dataset and (Path(dataset) / "passages.jsonl").is_file():
+                return Path(dataset)
+        raise MissingArtefactError(f"the candidate mentions are read from the passages of a dataset, and the index "
+                                   f"{self.index} names none that is still there: give the dataset (--dataset, or "
+                                   "queries of a dataset: DATASET/queries/SPLIT.jsonl)")
+
+    def expander(self) -> EncoderExpansion:
+        """The mention encoder's choice of mentions among the candidates (built at its first use)."""
+        if self.mention_encoder is None:
+            raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
+                             "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
+        if self._expander is None:
+            candidates = open_candidates(self.expansion.encoder_candidates, self.candidates_dataset(),
+                                         self.expansion.detector, self.options.retrieval.device)
+            self._expander = EncoderExpansion(self.mention_encoder, candidates)
+        return self._expander
+
+    # --- questions ---
 
     def query(self, mention: str | None = None, context: str | None = None, occurrence: int | None = None,
               start: int | None = None, end: int | None = None, qid: str | None = None, k: int = 10,
@@ -322,34 +209,19 @@ class SearchEngine:
         if query_format is not None and query_format not in QUERY_FORMATS:
             raise InputError(f"--query-format must be one of {', '.join(QUERY_FORMATS)}, got {query_format!r}")
         if rerank_k is None:
-            rerank_k = self.reader.rerank_k if self.reader is not None else 0
+            rerank_k = self.options.rerank_k
         rounds = self.expansion.rounds if rounds is None else rounds
-        check_flow(k, rerank_k, rounds, has_reader=self.loaded_reader is not None, expansion=self.expansion,
-                   has_mention_encoder=self.mention_encoder is not None, cluster=cluster)
+        self.options.check_question(k, rerank_k, rounds, cluster, has_reader=self.loaded_reader is not None,
+                                    has_mention_encoder=self.mention_encoder is not None)
         with self._lock:
-            searcher = self.retriever(retriever)
-            name = searcher.name
+            flow = self.flow(retriever)
+            searcher = flow.retriever
             query_string = None
-            if uses_bm25(name):
+            if uses_bm25(searcher.name):
                 query_string = searcher.formulate([query], query_format)[0]  # type: ignore[attr-defined]
-
                 warn_long_queries([query_string], ["--context"])
-            flow = QueryFlow(searcher, self.reader, self.loaded_reader, expansion=self.expansion,
-                             expander=self._expansion_engine)
             answered = flow.answer(query, k, rerank_k, rounds, query_string)
             hits, spans = answered.hits, answered.spans
-            rerank_fusion = flow.fusion()[0] if rerank_k else None
-            expansion = None
-            if answered.expansions is not None:
-                options = replace(self.expansion, rounds=2)
-                expansion = {**options.describe(rerank_k > 0), **flow.times.candidates,
-                             "passages_without_candidates": flow.times.passages_without, "queries": [
-                                 {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
-                                 for x in answered.expansions]}
-                if not answered.expansions:
-                    expansion["note"] = (f"no coreferring mention found in the top {options.expand} passages "
-                                         f"({flow.times.passages_without} without a candidate): the answer is the "
-                                         "first round's")
             results = []
             for rank, hit in enumerate(hits, start=1):
                 passage = searcher.passage(hit.passage_id)
@@ -363,33 +235,31 @@ class SearchEngine:
                 for hit in results:
                     hit.relevant = hit.passage_id in found.relevant
                     hit.gold_mentions = gold.get(hit.passage_id, [])
-            cluster_record = self._cluster(query, results, spans) if cluster else None
+            cluster_record = cluster_of_hits(self.mention_encoder, self.expander, query, results, spans,
+                                             self._document_context) if cluster else None
             described = searcher.describe()
             encoder = described["dense"]["encoder"] if described.get("dense") else None
-            return AdhocResult(query, query_string, occurrences, results, retriever=name, encoder=encoder,
+            return AdhocResult(query, query_string, occurrences, results, retriever=searcher.name, encoder=encoder,
                                fusion=described["fusion"]["method"] if described.get("fusion") else None,
                                reader=str(self.reader.model) if rerank_k and self.reader is not None else None,
-                               rerank_fusion=rerank_fusion, split=found.split if found is not None else None,
+                               rerank_fusion=flow.fusion()[0] if rerank_k else None,
+                               split=found.split if found is not None else None,
                                relevant_total=len(found.relevant) if found is not None else None,
-                               expansion=expansion, cluster=cluster_record)
+                               expansion=flow.describe_answer(answered), cluster=cluster_record)
 
-    # --- the second round and the cluster answer ---
+    # --- passages ---
 
-    def _dataset_dir(self) -> Path:
-        """The dataset the index was built from (or the engine's ``--dataset``)."""
-        manifest = self.retriever().manifest
-        return self.dataset if self.dataset is not None else Path(manifest.get("dataset", ""))
-
-    def _expansion_engine(self) -> Any:
-        """The mention encoder's choice of mentions over the dataset's passages (built at its first use)."""
-        if self.mention_encoder is None:
-            raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
-                             "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
-        if self._expander is None:
-            wanted = self.expansion.candidates if self.expansion.candidates in ("detected", "gold") else "detected"
-            candidates = open_candidates(wanted, self._dataset_dir(), self.expansion.detector, self.retrieval.device)
-            self._expander = EncoderExpansion(self.mention_encoder, candidates)
-        return self._expander
+    def _document_file(self) -> PassageFile:
+        if self._documents is None:
+            manifest = self.retriever().manifest
+            dataset = self.dataset if self.dataset is not None else Path(manifest.get("dataset", ""))
+            path = dataset / "passages.jsonl"
+            self._documents = PassageFile(
+                path, manifest.get("passages_sha256"), f"the index {self.index}",
+                missing=f"{path}, the passages of the dataset the index was built from, is gone; the documents "
+                        "of passages are read from it",
+                changed=f"{path} changed since the index {self.index} was built; rebuild the index (--overwrite)")
+        return self._documents
 
     def _document_context(self, passage_id: str) -> tuple[str | None, str]:
         """A passage's document id and its first two passages (what the mention encoder reads as context)."""
@@ -400,56 +270,6 @@ class SearchEngine:
         except (MissingArtefactError, InputError):
             return None, ""
         return doc_id, " ".join(record["text"] for record in document[:2])
-
-    def _cluster(self, query: Query, hits: list[AdhocHit], spans: dict[str, tuple[int, int]]) -> dict[str, Any]:
-        """The answer as a cluster: the reader's span in each hit, else the mention encoder's nearest mention of
-        the dataset in it (``corefsearch.search.expansion.cluster_answer``)."""
-        unmarked = [hit.passage_id for hit in hits if hit.passage_id not in spans]
-        nearest: dict[str, Any] = {}
-        source: dict[str, Any] = {"candidates": "reader"} if spans else {}
-        unavailable = None
-        if unmarked:
-            try:
-                expander = self._expansion_engine()
-                nearest = expander.nearest([(query, unmarked)], count=False)[query.id]
-                source = {**describe_candidates(expander.candidates), **({"reader": True} if spans else {})}
-            except CorefSearchError as err:
-                unavailable = str(err)  # e.g. no dataset beside the index: the reader's spans alone
-        found = []
-        for hit in hits:
-            span = spans.get(hit.passage_id)
-            if span is None and hit.passage_id in nearest:
-                span = (nearest[hit.passage_id].start, nearest[hit.passage_id].end)
-            if span is None or span[0] >= span[1]:
-                continue
-            doc_id, context = self._document_context(hit.passage_id)
-            found.append(FoundMention(hit.passage_id, doc_id, hit.title, hit.text, span[0], span[1], hit.rank,
-                                      context))
-        # An ad-hoc query's document is its context alone (the head the encoder reads, as for a one-passage one).
-        query_context = self._document_context(query.passage_id)[1] or query.text
-        answer = cluster_answer(self.mention_encoder, query, query_context, found)
-        answer.update(source)
-        answer["passages_without_mentions"] = len(hits) - len(found)
-        if not found:
-            why = f" ({unavailable})" if unavailable else ""
-            answer["note"] = (f"no mention found in the top {len(hits)} passages{why}: the cluster is the query "
-                              "mention alone")
-        return answer
-
-    # --- passages ---
-
-    def _document_file(self) -> PassageFile:
-        if self._documents is None:
-            retriever = self.retriever()
-            manifest = retriever.manifest
-            dataset = self.dataset if self.dataset is not None else Path(manifest.get("dataset", ""))
-            path = dataset / "passages.jsonl"
-            self._documents = PassageFile(
-                path, manifest.get("passages_sha256"), f"the index {self.index}",
-                missing=f"{path}, the passages of the dataset the index was built from, is gone; the documents "
-                        "of passages are read from it",
-                changed=f"{path} changed since the index {self.index} was built; rebuild the index (--overwrite)")
-        return self._documents
 
     def passage(self, passage_id: str) -> dict[str, Any]:
         """``{"id", "title", "text", "doc_id", "document": [{"id", "text"}, ...]}``: the passage and
@@ -477,15 +297,14 @@ class SearchEngine:
             if encoder is not None:
                 break
         reader = None
-        if self.reader is not None and self.loaded_reader is not None:
-            fusion, from_model = self.reader.fusion_for(self.loaded_reader.config)
-            reader = {"model": str(Path(self.reader.model).resolve()), "rerank_k": self.reader.rerank_k,
-                      "head": self.loaded_reader.config.head, "fusion": fusion,
-                      "fusion_from": "model" if from_model else "--rerank-fusion", "backend": self.reader.backend}
+        if self.reader is not None and self.reader_config is not None:
+            record = self.flow().describe_reader()
+            reader = {key: record[key] for key in ("model", "rerank_k", "head", "fusion", "fusion_from", "backend")}
         bm25 = any(uses_bm25(name) for name in self.retrievers)
-        options = {"bm25": asdict(self.options) if bm25 else None,
-                   "retrieval": {"retriever": self.retrievers[0], "encoder": self.retrieval.encoder,
-                                 "device": self.retrieval.device, "fusion": self.retrieval.fusion.to_json()}}
+        retrieval = self.options.retrieval
+        options = {"bm25": asdict(self.options.bm25) if bm25 else None,
+                   "retrieval": {"retriever": self.retrievers[0], "encoder": retrieval.encoder,
+                                 "device": retrieval.device, "fusion": retrieval.fusion.to_json()}}
         return {"index": str(self.index.resolve()), "retrievers": list(self.retrievers),
                 "tags": {name: retriever.tag for name, retriever in self._opened.items()}, "options": options,
                 "encoder": encoder, "reader": reader,

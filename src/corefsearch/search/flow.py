@@ -1,55 +1,32 @@
 """One query flow: retrieve → re-rank → second round → spans, for the queries of a file (``search``)
-or for one query (``query``, ``serve``), with its options checked once, here (:func:`check_flow`).
+or for one query (``query``, ``serve``), over what an engine opened (``corefsearch.search.engine``) for
+one set of options, checked once at the door (``corefsearch.search.options``).
 
 Both paths run the same stages in the same order, to the same depths: the first round is searched to
 ``max(k, rerank_k)`` (deeper for the second round's background, ``ExpansionOptions.first_depth``), its
 top ``rerank_k`` re-ranked by the reader (its spans kept), the second round fused to ``k``
-(``corefsearch.search.expansion``), the list cut to ``k``. A file's queries are searched together
+(``corefsearch.search.second_round``), the list cut to ``k``. A file's queries are searched together
 (``Retriever.search``) and read in blocks of ``--rerank-batch-queries`` (or on a Ray cluster); one
 query is searched with its own BM25 string (``Retriever.search_one``). The answer as a cluster is the
-engine's last step over a flow's output (``SearchEngine``).
+engine's last step over a flow's output (``corefsearch.search.cluster_answer``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
 from corefsearch.distributed.reranking import rerank_on_ray
-from corefsearch.reader.rerank import ReaderOptions, check_rerank_k, rerank_hits, rerank_many
+from corefsearch.reader.rerank import ReaderOptions, rerank_hits, rerank_many
 from corefsearch.search.candidates import describe_candidates
-from corefsearch.search.expansion import ExpansionOptions, from_spans, second_round
+from corefsearch.search.options import ExpansionOptions, SearchOptions
 from corefsearch.search.retriever import Retriever
-
-
-def check_k(k: object) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InputError(f"--k must be at least 1, got {k}")
-
-
-def check_flow(k: int, rerank_k: int, rounds: int, *, has_reader: bool, expansion: ExpansionOptions | None = None,
-               has_mention_encoder: bool = False, cluster: bool = False) -> None:
-    """The one check of a flow's options: depth ``k``; ``rerank_k`` (0: no re-ranking; more needs a reader);
-    ``rounds`` (2 needs the reader's spans or a mention encoder); ``cluster`` (needs a mention encoder)."""
-    check_k(k)
-    check_rerank_k(rerank_k, has_reader=has_reader)
-    if isinstance(rounds, bool) or rounds not in (1, 2):
-        raise InputError(f"rounds must be 1 or 2, got {rounds!r}")
-    if rounds == 2:
-        source = (expansion or ExpansionOptions()).source_for(rerank_k > 0)
-        if source == "reader" and not rerank_k:
-            raise InputError("a second round from the reader's spans needs re-ranking (rerank_k > 0)")
-        if source == "encoder" and not has_mention_encoder:
-            raise InputError("without the reader's spans, the second round marks mentions with a mention encoder: "
-                             "open the engine with --mention-encoder DIR, or re-rank (rerank_k > 0) with a reader")
-    if cluster and not has_mention_encoder:
-        raise InputError("a cluster answer clusters the mentions found with a mention encoder: open the engine "
-                         "with --mention-encoder DIR (from `corefsearch train clusterer`)")
+from corefsearch.search.second_round import from_spans, second_round
 
 
 @dataclass
@@ -80,20 +57,21 @@ class FlowTimes:
 
 
 class QueryFlow:
-    """The stages over an opened ``retriever``: a ``reader`` (its options, the loaded reader or, with
-    ``ray``, its configuration alone), a second round (``expansion``; ``expander`` gives the mention
-    encoder's :class:`~corefsearch.search.expansion.EncoderExpansion` when first needed)."""
+    """The stages over an opened ``retriever`` for ``options``: the reader (loaded, or with ``--ray`` its
+    ``reader_config`` alone), the second round (``expansion``: the options' resolved one; ``expander`` gives the
+    mention encoder's :class:`~corefsearch.search.second_round.EncoderExpansion` when first needed)."""
 
-    def __init__(self, retriever: Retriever, reader: ReaderOptions | None = None, loaded_reader: Any = None,
+    def __init__(self, retriever: Retriever, options: SearchOptions, loaded_reader: Any = None,
                  reader_config: Any = None, expansion: ExpansionOptions | None = None,
-                 expander: Callable[[], Any] | None = None, ray: Any = None) -> None:
+                 expander: Callable[[], Any] | None = None) -> None:
         self.retriever = retriever
-        self.reader = reader
+        self.options = options
+        self.reader: ReaderOptions | None = options.reader
         self.loaded_reader = loaded_reader
         self.reader_config = reader_config if reader_config is not None else getattr(loaded_reader, "config", None)
-        self.expansion = expansion or ExpansionOptions()
+        self.expansion = expansion or options.second_round
         self.expander = expander
-        self.ray = ray
+        self.ray = options.ray
         self.times = FlowTimes()
 
     def fusion(self) -> tuple[str, bool]:
@@ -104,7 +82,32 @@ class QueryFlow:
     def depth(self, k: int, rerank_k: int, rounds: int) -> int:
         """How deep the first round is searched."""
         depth = max(k, rerank_k)
-        return self.expansion.first_depth(depth, rerank_k > 0) if rounds == 2 else depth
+        return self.expansion.first_depth(depth) if rounds == 2 else depth
+
+    # --- what ran ---
+
+    def describe_reader(self) -> dict[str, Any]:
+        """The reader: its folder, depth, head, markers, fusion (and who chose it), runtime and passes."""
+        assert self.reader is not None and self.reader_config is not None
+        fusion, from_model = self.fusion()
+        return {"model": str(Path(self.reader.model).resolve()), "rerank_k": self.reader.rerank_k,
+                "head": self.reader_config.head, "markers": self.reader_config.markers, "fusion": fusion,
+                "fusion_from": "model" if from_model else "--rerank-fusion", "backend": self.reader.backend,
+                "batch_queries": self.reader.batch_queries}
+
+    def describe_answer(self, answered: Flowed) -> dict[str, Any] | None:
+        """One question's second round: its options and expansion queries (None: one round)."""
+        if answered.expansions is None:
+            return None
+        options = replace(self.expansion, rounds=2)
+        record = {**options.describe(), **self.times.candidates,
+                  "passages_without_candidates": self.times.passages_without, "queries": [
+                      {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
+                      for x in answered.expansions]}
+        if not answered.expansions:
+            record["note"] = (f"no coreferring mention found in the top {options.expand} passages "
+                              f"({self.times.passages_without} without a candidate): the answer is the first round's")
+        return record
 
     # --- the stages ---
 
@@ -117,8 +120,8 @@ class QueryFlow:
         fusion = self.fusion()[0]
         if self.ray is not None:
             assert self.reader is not None
-            pairs, self.times.workers = rerank_on_ray(replace_rerank_k(self.reader, rerank_k), retrieved, texts,
-                                                      fusion, self.ray)
+            reader = self.reader if self.reader.rerank_k == rerank_k else replace(self.reader, rerank_k=rerank_k)
+            pairs, self.times.workers = rerank_on_ray(reader, retrieved, texts, fusion, self.ray)
         elif len(retrieved) == 1 and not progress:
             query, hits = retrieved[0]
             pairs = [rerank_hits(self.loaded_reader, query, hits, texts, rerank_k, fusion)]
@@ -132,12 +135,12 @@ class QueryFlow:
         self.times.reading = time.perf_counter() - started
         return pairs
 
-    def second_round(self, answers: list[Flowed], k: int, rerank_k: int) -> None:
+    def second_round(self, answers: list[Flowed], k: int) -> None:
         """Each answer's hits fused with those of the mentions its first round found (in place)."""
         started = time.perf_counter()
         n = self.expansion.expand
         first = [(answer.query, answer.hits) for answer in answers]
-        if self.expansion.source_for(rerank_k > 0) == "reader":
+        if self.expansion.source == "reader":
             spans_of = {answer.query.id: answer.spans for answer in answers}
             texts = {h.passage_id: self.retriever.passage(h.passage_id)["text"] for query, hits in first
                      for h in hits[:n] if h.passage_id in spans_of[query.id]}
@@ -146,7 +149,7 @@ class QueryFlow:
                                               if not _marked(spans_of[query.id].get(h.passage_id)))
             self.times.candidates = {"candidates": "reader"}
         else:
-            assert self.expander is not None  # check_flow
+            assert self.expander is not None  # SearchOptions.check_question
             expander = self.expander()
             before = expander.empty
             expansions = expander.expansions(first, n, self.expansion.min_similarity, self.expansion.margin)
@@ -168,33 +171,24 @@ class QueryFlow:
             for answer, (ranked, read) in zip(answers, self.rerank(retrieved, rerank_k, progress), strict=True):
                 answer.hits, answer.read = ranked, read
         if rounds == 2:
-            self.second_round(answers, k, rerank_k)
+            self.second_round(answers, k)
         for answer in answers:
             answer.hits = answer.hits[:k]
         return answers
 
     # --- the two ways in ---
 
-    def run(self, queries: Sequence[Query], k: int, rerank_k: int, rounds: int) -> list[Flowed]:
-        """The queries of a file: searched together, read in blocks with a progress bar."""
+    def run(self, queries: Sequence[Query]) -> list[Flowed]:
+        """The queries of a file, at the options' depth: searched together, read in blocks with a progress bar."""
+        k, rerank_k, rounds = self.options.k, self.options.rerank_k, self.options.rounds
         retrieved = list(self.retriever.search(queries, self.depth(k, rerank_k, rounds)))
         return self.finish(retrieved, k, rerank_k, rounds, progress=True)
 
     def answer(self, query: Query, k: int, rerank_k: int, rounds: int, query_string: str | None = None) -> Flowed:
         """One query (``query_string``: its BM25 string, formulated by the caller)."""
-        depth = self.depth(k, rerank_k, rounds)
-        if query_string is not None:
-            hits = self.retriever.search_one(query, depth, query_string=query_string)  # type: ignore[call-arg]
-        else:
-            hits = self.retriever.search_one(query, depth)
+        hits = self.retriever.search_one(query, self.depth(k, rerank_k, rounds), query_string=query_string)
         return self.finish([(query, hits)], k, rerank_k, rounds, progress=False)[0]
 
 
 def _marked(span: tuple[int, int] | None) -> bool:
     return span is not None and span[0] < span[1]
-
-
-def replace_rerank_k(reader: ReaderOptions, rerank_k: int) -> ReaderOptions:
-    from dataclasses import replace
-
-    return reader if reader.rerank_k == rerank_k else replace(reader, rerank_k=rerank_k)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
 from corefsearch.dense.search import DenseSearcher
-from corefsearch.fusion._base import FusionOptions, fuse
+from corefsearch.fusion import FusionOptions, fuse
 from corefsearch.sparse.search import BM25Searcher
 
 
@@ -30,8 +31,7 @@ class HybridSearcher:
 
     def search(self, queries: Sequence[Query], k: int, batch_size: int = 1000) -> Iterator[tuple[Query, list[Hit]]]:
         """Search every query (in batches, under one progress bar), fused to the top ``k``."""
-        if k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
+        at_least_one("--k", k)
         strings = self.bm25.formulate(queries)
         starts = range(0, len(queries), batch_size)
         for start in track(starts, f"Searching (hybrid, {self.fusion.method})", total=len(starts)):

@@ -2,10 +2,10 @@
 with BM25, the dense retriever or both fused (``--retriever bm25|dense|hybrid``); and ``index``'s
 build of one index backend.
 
-Orchestration only: the retrievers are opened by ``corefsearch.search.retriever`` over the index
-backends (``corefsearch.search.backends``), every query runs through ``corefsearch.search.flow``
-(retrieve, re-rank, second round), ad-hoc questions are answered by
-``corefsearch.search.engine.SearchEngine`` and the run files are ``corefsearch.search.run_writer``'s."""
+Orchestration only: the options come resolved and checked (``corefsearch.search.options``), what they ask
+for is opened by ``corefsearch.search.engine.SearchEngine`` (the one door, also of ``query`` and ``serve``),
+every query runs through its ``corefsearch.search.flow`` (retrieve, re-rank, second round) and the run files
+are ``corefsearch.search.run_writer``'s."""
 
 from __future__ import annotations
 
@@ -22,15 +22,14 @@ from corefsearch.datasets.dataset import dataset_holding, read_queries
 from corefsearch.datasets.text import has_records
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
-from corefsearch.reader.rerank import ReaderOptions
+from corefsearch.search.answers import AdhocResult
 from corefsearch.search.backends import BACKENDS
-from corefsearch.search.candidates import open_candidates
-from corefsearch.search.engine import AdhocResult, SearchEngine, query_of
-from corefsearch.search.expansion import EncoderExpansion, ExpansionOptions
-from corefsearch.search.flow import QueryFlow, check_flow, check_k
-from corefsearch.search.retriever import IndexManifests, RetrievalOptions, Retriever, open_retriever
+from corefsearch.search.engine import SearchEngine
+from corefsearch.search.options import SearchOptions
+from corefsearch.search.queries import query_of
+from corefsearch.search.retriever import Retriever
 from corefsearch.search.run_writer import RunWriter, spans_path_for
-from corefsearch.sparse.search import BM25Options, save_topics_file
+from corefsearch.sparse.search import save_topics_file
 
 
 def index_dataset(dataset_dir: Path, out: Path, backend: str = "lucene", options: Any = None,
@@ -62,19 +61,9 @@ def _dataset_of(queries_path: Path) -> Path | None:
     return candidate if (candidate / "manifest.json").exists() and (candidate / "passages.jsonl").exists() else None
 
 
-def _checked_options(options: BM25Options | None, retrieval: RetrievalOptions | None,
-                     k: int) -> tuple[BM25Options, RetrievalOptions]:
-    options = options or BM25Options()
-    retrieval = retrieval or RetrievalOptions()
-    retrieval.validate()
-    options.validate()
-    check_k(k)
-    return options, retrieval
-
-
 def _search_outputs(a: dict[str, Any]) -> list[Output]:
     """What ``search`` writes (the run, and with a reader its spans) and what it reads."""
-    reader = a["reader"]
+    reader = a["options"].reader if a.get("options") is not None else None
     inputs = {"--index": a["index"], "--queries": a["queries_path"],
               "--reader": reader.model if reader is not None else None}
     outputs = [Output(a["out"], "--out", inputs=inputs)]
@@ -87,35 +76,19 @@ def _search_outputs(a: dict[str, Any]) -> list[Output]:
 
 
 @writes_outputs(_search_outputs)
-def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
-                  options: BM25Options | None = None, retrieval: RetrievalOptions | None = None,
-                  reader: ReaderOptions | None = None, spans_out: Path | None = None,
-                  save_topics: Path | None = None, ray: Any = None,
-                  expansion: ExpansionOptions | None = None) -> SearchSummary:
-    """Search every query of ``queries_path`` and write the TREC run ``out`` atomically; with a
-    ``reader``, re-rank each query's top ``reader.rerank_k`` and write their spans to
-    ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25
-    query strings as a Pyserini topics file (``qid<TAB>query``). ``ray``
-    (``corefsearch.distributed.session.RayOptions``): the re-ranking runs on a Ray cluster, with the
-    same run and spans. ``expansion`` (``--rounds 2``): a second round from the mentions the first one
-    found (``corefsearch.search.expansion``), fused with it."""
-    options, retrieval = _checked_options(options, retrieval, k)
-    if expansion is not None:
-        expansion.validate(has_reader=reader is not None)
-    if ray is not None:
-        if reader is None:
-            raise InputError("--ray spreads the reader's re-ranking over a Ray cluster (retrieval runs here): add "
-                             "--reader MODEL_DIR")
-        ray.validate()
-    if save_topics is not None and not retrieval.uses_bm25:
+def search_to_run(index: Path, queries_path: Path, out: Path, options: SearchOptions | None = None,
+                  spans_out: Path | None = None, save_topics: Path | None = None) -> SearchSummary:
+    """Search every query of ``queries_path`` to the depth ``options.k`` and write the TREC run ``out``
+    atomically; with a reader (``options.reader``), re-rank each query's top ``rerank_k`` and write their spans
+    to ``spans_out`` (default ``OUT.spans.jsonl``); with ``save_topics``, also write the BM25 query strings as a
+    Pyserini topics file (``qid<TAB>query``). ``options.ray``: the re-ranking runs on a Ray cluster, with the
+    same run and spans. ``options.expansion`` (``--rounds 2``): a second round from the mentions the first one
+    found (``corefsearch.search.second_round``), fused with it. Default options: BM25 to depth 500."""
+    options = (options or SearchOptions(k=500)).check(index)
+    if save_topics is not None and not options.retrieval.uses_bm25:
         raise InputError("--save-topics writes the BM25 query strings: use it with --retriever bm25 or hybrid")
-    if reader is not None:
-        reader.validate()
-    elif spans_out is not None:
+    if options.reader is None and spans_out is not None:
         raise InputError("--spans-out names the spans file of --reader: add --reader MODEL_DIR")
-    check_flow(k, reader.rerank_k if reader is not None else 0, expansion.rounds if expansion is not None else 1,
-               has_reader=reader is not None, expansion=expansion,
-               has_mention_encoder=expansion is not None and expansion.encoder is not None)
     _check_split_queries(queries_path)
     if not Path(queries_path).exists():  # a folder is named as such by read_queries
         raise MissingArtefactError(f"{queries_path}: no such queries file; a dataset's queries are "
@@ -124,60 +97,37 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
     queries = read_queries(queries_path)
     if not queries:
         raise InputError(f"{queries_path}: holds no queries")
-    manifests = IndexManifests.load(index, [retrieval.retriever])  # read and checked once
-    dataset_dir = _dataset_of(queries_path)
+    engine = SearchEngine.open(index, options, _dataset_of(queries_path), warm=False)
+    expansion = options.expansion
     expanding = expansion is not None and expansion.active
-    candidate_source = None
-    if expanding and expansion.source_for(reader is not None) == "encoder":  # type: ignore[union-attr]
-        assert expansion is not None
-        candidates_dir = dataset_dir or _index_dataset(manifests)
-        chosen = expansion.candidates_for(reader is not None)
-        if candidates_dir is None:
-            raise InputError(f"--candidates {chosen}: the candidate mentions are read from the passages of a dataset, "
-                             f"and {queries_path} is not in one (DATASET/queries/SPLIT.jsonl), nor does the index "
-                             "name its dataset")
-        candidate_source = open_candidates(chosen, candidates_dir, expansion.detector, retrieval.device)
-    if dataset_dir is not None:
-        manifests.check_dataset(dataset_dir)
-    retriever = open_retriever(index, options, retrieval, manifests)
+    if expanding and expansion.source == "encoder":  # type: ignore[union-attr]
+        engine.expander()  # the candidate mentions opened before the search: a missing source fails here
+    retriever = engine.retriever()
     check_query_passages(queries, retriever, queries_path, index)
     fields = retriever.describe()
+    k = options.k
     if "fusion" in fields:
         fields["fusion"]["depth"] = k  # each retriever's list, before fusing
-    # With --ray the workers load the reader; here only its configuration is read (and checked).
-    loaded_reader = None if reader is None or ray is not None else reader.load()
-    reader_config = (None if reader is None else loaded_reader.config if loaded_reader is not None
-                     else reader.read_config())
     if save_topics is not None:
         save_topics_file(save_topics, queries, retriever.formulate(queries))  # type: ignore[attr-defined]
     writer = RunWriter(Path(out), spans_out)
     started = time.perf_counter()
-    rerank_k = reader.rerank_k if reader is not None else 0
-    rounds = expansion.rounds if expansion is not None else 1
-    expander = None
-    if candidate_source is not None and expansion is not None and expansion.encoder is not None:
-        encoder_dir, device = expansion.encoder, retrieval.device
-        expander = lambda: EncoderExpansion.load(encoder_dir, candidate_source, device)  # noqa: E731
-    flow = QueryFlow(retriever, reader, loaded_reader, reader_config, expansion, expander, ray)
-    answers = flow.run(queries, k, rerank_k, rounds)
+    flow = engine.flow()
+    answers = flow.run(queries)
     tag = retriever.tag
-    if reader is not None and reader_config is not None:
-        fusion, fusion_from_model = flow.fusion()
-        tag = f"{tag}+reader-{reader_config.head}" + ("-rrf" if fusion == "rrf" else "")
+    if options.reader is not None:
+        fusion = flow.fusion()[0]
+        tag = f"{tag}+reader-{flow.reader_config.head}" + ("-rrf" if fusion == "rrf" else "")
         # before the run: a run with --reader always has its spans
         writer.write_spans([hit.span_record(answer.query.id) for answer in answers for hit in answer.read])
-        fields["reader"] = {"model": str(Path(reader.model).resolve()), "rerank_k": reader.rerank_k,
-                            "head": reader_config.head, "markers": reader_config.markers,
-                            "fusion": fusion, "fusion_from": "model" if fusion_from_model else "--rerank-fusion",
-                            "backend": reader.backend, "batch_queries": reader.batch_queries,
-                            "spans": str(writer.spans_path.resolve()),
+        fields["reader"] = {**flow.describe_reader(), "spans": str(writer.spans_path.resolve()),
                             "seconds": round(flow.times.reading or 0.0, 3)}
         if flow.times.workers is not None:
             fields["reader"]["ray"] = {"workers": flow.times.workers}
     if expanding:
         assert expansion is not None
         times = flow.times
-        fields["expansion"] = {**expansion.describe(reader is not None), **times.candidates,
+        fields["expansion"] = {**expansion.describe(), **times.candidates,
                                "queries": times.expansions, "queries_without_candidates": times.queries_without,
                                "passages_without_candidates": times.passages_without,
                                "seconds": round(times.second_round or 0.0, 3)}
@@ -196,15 +146,6 @@ def search_to_run(index: Path, queries_path: Path, out: Path, k: int = 500,
         "queries": str(Path(queries_path).resolve()), "queries_sha256": sha256_file(queries_path),
         "n_queries": summary.queries, "rows": rows, "seconds": round(summary.seconds, 3)})
     return summary
-
-
-def _index_dataset(manifests: IndexManifests) -> Path | None:
-    """The dataset an index was built from, if its manifests name one that is still there."""
-    for manifest in manifests.manifests.values():
-        dataset = manifest.get("dataset")
-        if dataset and (Path(dataset) / "passages.jsonl").is_file():
-            return Path(dataset)
-    return None
 
 
 def _what_marks(record: dict[str, Any]) -> str:
@@ -247,25 +188,19 @@ def check_query_passages(queries: list[Query], retriever: Retriever, queries_pat
                   "their results", stacklevel=3)
 
 
-def adhoc_query(index: Path, mention: str | None = None, context: str | None = None, occurrence: int | None = None,
-                k: int = 10, options: BM25Options | None = None,
-                retrieval: RetrievalOptions | None = None, reader: ReaderOptions | None = None,
-                dataset: Path | None = None, qid: str | None = None, expansion: ExpansionOptions | None = None,
-                cluster: bool = False) -> AdhocResult:
-    """The top ``k`` passages for one mention; with a ``reader``, the retriever's top
-    ``reader.rerank_k`` re-ranked, each with its coreferring span.
+def adhoc_query(index: Path, options: SearchOptions | None = None, mention: str | None = None,
+                context: str | None = None, occurrence: int | None = None, dataset: Path | None = None,
+                qid: str | None = None) -> AdhocResult:
+    """The top ``options.k`` passages for one mention; with a reader, the retriever's top ``rerank_k``
+    re-ranked, each with its coreferring span; with ``options.cluster``, the answer as a cluster too.
 
     ``dataset`` and ``qid`` (instead of ``mention`` and ``context``) answer a query of a dataset
     (its own passage left out, as in ``search``) and mark each hit relevant or not (its qrels)
-    with the mentions of the query's cluster in it (``AdhocHit.relevant``, ``gold_mentions``).
-    ``expansion``: a second round (``rounds`` 2) and the mention encoder; ``cluster``: the answer as a
-    cluster too (``AdhocResult.cluster``).
+    with the mentions of its cluster in it (``AdhocHit.relevant``, ``gold_mentions``).
     """
-    options, retrieval = _checked_options(options, retrieval, k)
-    if reader is not None:
-        reader.validate()
+    options = (options or SearchOptions()).check(index)
     if qid is None and dataset is not None:
         raise InputError("--dataset names the dataset of --qid: add --qid ID (a query id of its queries files)")
     query, occurrences, found = query_of(mention, context, occurrence, None, None, dataset, qid)
-    engine = SearchEngine.open(index, options, retrieval, reader, dataset, expansion=expansion)
-    return engine.answer(query, occurrences, found, k, cluster=cluster)
+    engine = SearchEngine.open(index, options, dataset)
+    return engine.answer(query, occurrences, found, options.k, cluster=options.cluster)

@@ -38,6 +38,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corefsearch import __version__
+from corefsearch.base.checks import all_at_least_one, at_least_one
 from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.io.read import json_type
@@ -75,9 +76,7 @@ class Limits:
     max_rerank_k: int = 200
 
     def validate(self) -> None:
-        for name, value in asdict(self).items():
-            if value < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        all_at_least_one({f"--{name.replace('_', '-')}": value for name, value in asdict(self).items()})
 
 
 class BodyLimit:
@@ -178,8 +177,7 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
     at a time (the thread pool of the model work)."""
     limits = limits or Limits()
     limits.validate()
-    if threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
+    at_least_one("--threads", threads)
     description = engine.describe()
     dataset_path = _dataset_path(description)
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="corefsearch-search")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.artefacts import LUCENE_INDEX, manifest_record, read_manifest, write_manifest
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Passage
@@ -196,8 +197,7 @@ def build_lucene_index(dataset_dir: Path, out: Path, threads: int = 2, batch_siz
     """Index every passage of ``dataset_dir`` into ``out/lucene``; ``fields=True`` also writes the
     fields of field-weighted BM25 (``out/lucene/fields``: a larger index, built about 2.4× slower)."""
     dataset = Dataset(dataset_dir)
-    if threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
+    at_least_one("--threads", threads)
     target = Path(out) / LUCENE_DIR
     expected = dataset.manifest.get("counts", {}).get("passages")
 

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
@@ -101,8 +102,7 @@ class BM25Options:
         if self.query_format not in QUERY_FORMATS:
             raise InputError(f"--query-format must be one of {', '.join(QUERY_FORMATS)}, "
                              f"got {self.query_format!r}")
-        if self.threads < 1:
-            raise InputError(f"--threads must be at least 1, got {self.threads}")
+        at_least_one("--threads", self.threads)
         if self.rm3 and self.rocchio:
             raise InputError("--rm3 and --rocchio are two kinds of query expansion: choose one")
         if self.fields is not None:
@@ -243,20 +243,15 @@ class BM25Searcher:
         """Open the Lucene searcher now rather than at the first query."""
         self._simple_searcher()
 
-    def search_one(self, query: Query | str, k: int, exclude: str | None = None, *,
-                   query_string: str | None = None) -> list[Hit]:
-        """The top ``k`` passages of one query, its own passage left out. ``query``: a :class:`Query`
-        (formulated under the searcher's query format, or searched as ``query_string`` when given),
-        or a BM25 query string itself (then ``exclude`` names the passage to leave out)."""
-        if isinstance(query, Query):
-            exclude = exclude if exclude is not None else (query.passage_id or None)
-            query = query_string if query_string is not None else self.formulate([query])[0]
-        return self.search_string(query, k, exclude)
+    def search_one(self, query: Query, k: int, *, query_string: str | None = None) -> list[Hit]:
+        """The top ``k`` passages of one query, its own passage left out: formulated under the searcher's query
+        format, or searched as ``query_string`` when given (a BM25 string alone: :meth:`search_string`)."""
+        return self.search_string(query_string if query_string is not None else self.formulate([query])[0], k,
+                                  query.passage_id or None)
 
     def search_string(self, query_string: str, k: int, exclude: str | None = None) -> list[Hit]:
         """The top ``k`` passages of a BM25 query string; the passage ``exclude`` left out."""
-        if k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
+        at_least_one("--k", k)
         searcher = self._simple_searcher()
         with self._java("BM25 search failed on the Lucene index"):
             if self._java_fields is not None:
@@ -347,8 +342,7 @@ class BM25Searcher:
 
     def search(self, queries: Sequence[Query], k: int, batch_size: int = 1000) -> Iterator[tuple[Query, list[Hit]]]:
         """Search every query (in batches, under a progress bar), its own passage removed."""
-        if k < 1:
-            raise InputError(f"--k must be at least 1, got {k}")
+        at_least_one("--k", k)
         strings = self.formulate(queries)
         warn_long_queries(strings, [q.id for q in queries])
         starts = range(0, len(queries), batch_size)

@@ -1,7 +1,8 @@
-"""Training: one loop for every trainer (``loop.py``), the task interface it drives (``task.py``),
-the options every trainer shares (``arguments.py``: the :class:`TrainingArguments` base), the start
-of every run and its summary (``run.py``: ``start_run``, :class:`TrainingSummary`), and the pieces
-every run shares (``common.py``). See ``task.py`` and ``run.py`` for how a trainer plugs in.
+"""Training: one loop for every trainer (``loop``), the task interface it drives (``task``), the
+options every trainer shares (``arguments``: the :class:`TrainingArguments` base and the checks of
+their values), the start of every run and its summary (``run``: ``start_run``, :class:`TrainingSummary`),
+the pieces every run shares (``common``), and the working folder of a retriever run that makes it
+resumable (``checkpoint``). See ``task`` and ``run`` for how a trainer plugs in.
 
 The names other modules import are re-exported here (``from corefsearch.training import adamw``).
 Importing this package stays cheap: torch is imported only when a function needs it.
@@ -9,7 +10,7 @@ Importing this package stays cheap: torch is imported only when a function needs
 
 from corefsearch.training.arguments import (
     TrainingArguments,
-    at_least_one,
+    all_at_least_one,
     finite_positive,
     not_negative,
     one_of,
@@ -48,7 +49,7 @@ __all__ = [
     "TrainingSummary",
     "TrainingTask",
     "adamw",
-    "at_least_one",
+    "all_at_least_one",
     "claim_work_dir",
     "default_log",
     "differences",

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from corefsearch.base.checks import all_at_least_one, not_negative
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device
 from corefsearch.base.precision import PRECISION_HELP, check_precision
@@ -110,8 +111,8 @@ class TrainingArguments:
     def validate(self) -> None:
         """Refuse any invalid option with one line naming it; a subclass adds its own checks after
         ``super().validate()``."""
-        at_least_one({"--epochs": self.epochs, "--batch-size": self.batch_size, "--max-steps": self.max_steps,
-                      "--threads": self.threads})
+        all_at_least_one({"--epochs": self.epochs, "--batch-size": self.batch_size, "--max-steps": self.max_steps,
+                          "--threads": self.threads})
         rates = self.learning_rates()
         if not all(rate > 0 for rate in rates.values()):  # also refuses NaN
             raise InputError(f"{' and '.join(rates)} must be positive, got {' and '.join(map(str, rates.values()))}")
@@ -161,21 +162,7 @@ def scored_on_dev(record: Mapping[str, Any]) -> bool:
     return record.get("selection_metric") is not None
 
 
-# --- the checks the trainers' arguments share ---------------------------------------------------------------
-
-
-def at_least_one(options: Mapping[str, int | None]) -> None:
-    """``{option: value}``: each value at least 1 (``None``, an option not given, passes)."""
-    for option, value in options.items():
-        if value is not None and value < 1:
-            raise InputError(f"{option} must be at least 1, got {value}")
-
-
-def not_negative(options: Mapping[str, float | None]) -> None:
-    """``{option: value}``: each value ≥ 0 (NaN refused; ``None``, an option not given, passes)."""
-    for option, value in options.items():
-        if value is not None and not value >= 0:
-            raise InputError(f"{option} must not be negative, got {value}")
+# --- the checks the trainers' arguments share (counts: ``corefsearch.base.checks``) ---------------------------
 
 
 def positive(options: Mapping[str, float]) -> None:

@@ -9,32 +9,38 @@ only through :class:`IndexBackend` and this registry.
 
 Adding a backend (say a learned-sparse index): its searcher in a wing (``search``, ``search_one``,
 ``passage``, ``describe``, ``tag``, ``manifest``, ``passages_sha256``, ``contains``), one module here
-implementing :class:`IndexBackend`, and one line in :data:`BACKENDS` and :data:`RETRIEVERS`.
+implementing :class:`IndexBackend`, and one line in :data:`BACKENDS` (and, for a retriever of its own,
+in ``corefsearch.search.options.RETRIEVERS``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE
 from corefsearch.search.backends.dense import DenseBackend
 from corefsearch.search.backends.lucene import LuceneBackend
 from corefsearch.search.hybrid import HybridSearcher
+from corefsearch.search.options import RETRIEVERS
 
 if TYPE_CHECKING:
-    from corefsearch.search.retriever import RetrievalOptions
+    from corefsearch.search.options import RetrievalOptions
     from corefsearch.sparse.search import BM25Options
 
 
 @dataclass
 class AppendOptions:
-    """``corefsearch add``'s settings for the backends it appends to."""
+    """``corefsearch add``'s settings for the backends it appends to, ``--help`` texts in the metadata
+    (``--batch-size`` and ``--threads``: ``index``'s, in :class:`~.dense.DenseIndexOptions` and
+    :class:`~.lucene.LuceneIndexOptions`)."""
 
-    encoder: Any = None  # the dense encoder to add with (default: the one the index was built with)
-    device: str = "auto"
-    batch_size: int = 64
+    encoder: Any = field(default=None, metadata={  # the dense encoder to add with
+        "help": "Dense: the passage encoder (default: the one the dense index was built with)."})
+    device: str = field(default="auto", metadata={"help": "Dense: auto | cpu | cuda."})
+    batch_size: int = DEFAULT_BATCH_SIZE
     threads: int = 2
 
 
@@ -56,7 +62,7 @@ class IndexBackend(Protocol):
     def append(self, index: Path, passages_path: Path, old_count: int, staged: Path, prepared: Any,
                options: AppendOptions) -> int: ...  # the new passages into a copy in ``staged``; how many
 
-    def open(self, index: Path, manifest: dict[str, Any], options: BM25Options,
+    def open(self, index: Path, manifest: dict[str, Any], bm25: BM25Options,
              retrieval: RetrievalOptions) -> Any: ...
 
     def passages(self, index: Path, manifest: dict[str, Any], opened: Any = None) -> Any: ...  # a passage store
@@ -65,8 +71,7 @@ class IndexBackend(Protocol):
 
 
 BACKENDS: dict[str, IndexBackend] = {"lucene": LuceneBackend(), "dense": DenseBackend()}
-# Each retriever name: the backends it searches, in the order its composition takes them.
-RETRIEVERS: dict[str, tuple[str, ...]] = {"bm25": ("lucene",), "dense": ("dense",), "hybrid": ("lucene", "dense")}
+__all__ = ["BACKENDS", "RETRIEVERS", "AppendOptions", "IndexBackend", "backends_in", "backends_of", "compose"]
 
 
 def backends_of(retriever: str) -> list[IndexBackend]:

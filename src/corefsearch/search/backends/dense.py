@@ -4,7 +4,7 @@ and their merge, or on a Ray cluster."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,8 @@ from corefsearch.base.onnx_backend import check_backend_device
 from corefsearch.datasets.dataset import iter_passages
 from corefsearch.dense import faiss_index
 from corefsearch.dense import store as dense
-from corefsearch.dense.chunks import CHUNK_SIZE, encode_chunk, link_pyserini_names
+from corefsearch.dense.chunks import CHUNK_SIZE, chunk_vectors, link_pyserini_names
+from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE
 from corefsearch.dense.indexing import build_dense_index, merge_dense_shards, parse_shard
 from corefsearch.dense.search import DenseSearcher
 from corefsearch.dense.store import load_dense_manifest, load_encoder
@@ -25,23 +26,35 @@ from corefsearch.io.write import sha256_file
 
 if TYPE_CHECKING:
     from corefsearch.search.backends import AppendOptions
-    from corefsearch.search.retriever import RetrievalOptions
+    from corefsearch.search.options import RetrievalOptions
     from corefsearch.sparse.search import BM25Options
 
 
 @dataclass
 class DenseIndexOptions:
-    """``corefsearch index --dense``: the encoder, the FAISS type and how to split the encoding."""
+    """``corefsearch index --dense``: the encoder, the FAISS type and how to split the encoding (their ``--help``
+    in the metadata)."""
 
-    encoder: str | None = None
-    faiss_type: str = "flat"
-    batch_size: int = 64
-    shard: str | None = None  # "I/N"
-    merge_shards: int | None = None
-    device: str = "auto"
-    chunk_size: int = 8192  # passages per saved chunk: the unit of resumption and of shards
-    backend: str = "torch"  # the passage encoder's runtime: torch | onnx | onnx-int8 (`corefsearch export-onnx`)
-    ray: Any = None  # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
+    encoder: str | None = field(default=None, metadata={"help": (
+        "With --dense: a retriever folder from `train retriever`, a Hugging Face model name or folder, or `default` "
+        "(all-MiniLM-L6-v2, zero-shot).")})
+    faiss_type: str = field(default="flat", metadata={"option": "--faiss",
+                                                     "help": "With --dense: flat | hnsw | ivfpq."})
+    batch_size: int = field(default=DEFAULT_BATCH_SIZE, metadata={"help": (  # `index` picks its default by device
+        "Dense: passages per encoder batch (default 32 on the CPU, as sentence-transformers; on a GPU 1,024, halved "
+        "while it does not fit in its memory).")})
+    shard: str | None = field(default=None, metadata={  # "I/N"
+        "help": "With --dense: encode only shard I of N (I/N, I from 0) into OUT/dense-shards/."})
+    merge_shards: int | None = field(default=None, metadata={
+        "help": "With --dense: merge the N shards in OUT/dense-shards/ into OUT/dense."})
+    device: str = field(default="auto", metadata={"help": "With --dense: auto | cpu | cuda."})
+    chunk_size: int = field(default=8192, metadata={"help": (  # the unit of resumption and of shards
+        "With --dense: passages per saved chunk (what an interrupted run resumes from; shards are whole chunks).")})
+    backend: str = field(default="torch", metadata={"help": (  # the passage encoder's runtime
+        "With --dense: run the passage encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, "
+        "from the export `corefsearch export-onnx MODEL_DIR` writes; recorded in the manifest).")})
+    # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
+    ray: Any = field(default=None, metadata={"cli": False})
 
     def validate(self) -> None:
         """What no builder checks: the device, the backend on that device and the combinations of
@@ -135,12 +148,8 @@ class DenseBackend:
             passages = islice(iter_passages(passages_path), old_count, None)
             # The chunks of build_dense_index: only one chunk's texts and vectors in memory.
             while chunk := list(islice(passages, CHUNK_SIZE)):
-                vectors = None
-                for item in encode_chunk(prepared, [p.title for p in chunk], [p.text for p in chunk],
-                                         options.batch_size, timer):
-                    if not isinstance(item, int):
-                        vectors = item
-                assert vectors is not None
+                vectors = chunk_vectors(prepared, [p.title for p in chunk], [p.text for p in chunk],
+                                        options.batch_size, timer)
                 faiss.add(np.ascontiguousarray(vectors, dtype=np.float32))  # IVF-PQ: its trained quantiser
                 ids_handle.writelines(f"{p.id}\n" for p in chunk)
                 count += len(chunk)
@@ -154,7 +163,7 @@ class DenseBackend:
         write_manifest(staged / dense.MANIFEST, manifest)
         return count
 
-    def open(self, index: Path, manifest: dict[str, Any], options: BM25Options, retrieval: RetrievalOptions) -> Any:
+    def open(self, index: Path, manifest: dict[str, Any], bm25: BM25Options, retrieval: RetrievalOptions) -> Any:
         return DenseSearcher(index, retrieval.encoder, device=retrieval.device, manifest=manifest,
                              backend=retrieval.backend, search_parameters=retrieval.search_parameters)
 

@@ -1,12 +1,12 @@
 """Train the mention-pair cross-encoder (``corefsearch train pair-scorer``; Ahmed et al. 2023).
 
-Training pairs are the train split's candidate pairs (``candidates.py``), chosen as at inference: within
+Training pairs are the train split's candidate pairs (``cluster.candidates``), chosen as at inference: within
 each gold topic and mention type, the pairs whose mentions share a head lemma (``same_lemma``) and each
 mention's ``neighbours`` nearest mentions by a trained mention encoder (``--encoder``, from ``train
 clusterer``), labelled by the gold clusters. Every positive is kept; the negatives are a seeded sample of at
 most ``negatives_per_positive`` per positive, and ``max_pairs`` caps the whole (a seeded sample). Each epoch
 shuffles the pairs and the order of each pair's two mentions (seed and epoch), ``batch_size`` pairs a step,
-binary cross-entropy on the logit (``scorer.py``).
+binary cross-entropy on the logit (``model.py``).
 
 Dev. After each epoch (and before training, as epoch 0) the scorer reads a seeded sample of ``dev_max_pairs``
 dev candidate pairs (grouped by ``scope``, candidates as in training) and the best pair F1 over the
@@ -34,13 +34,13 @@ from corefsearch.cluster.encoder import split_records
 from corefsearch.cluster.inputs import MentionRecord
 from corefsearch.cluster.mentions import read_split_mentions, split_mention_ids
 from corefsearch.cluster.model import MentionEncoder
-from corefsearch.cluster.scorer import PairScorer, lemma_candidates
-from corefsearch.cluster.scorer_arguments import PairScorerTrainingArguments
 from corefsearch.cluster.topics import mention_groups
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.evaluate.coref import score_partitions
 from corefsearch.io.outputs import Output, model_input, writes_outputs
 from corefsearch.io.write import sha256_file
+from corefsearch.pair_scorer.arguments import PairScorerTrainingArguments
+from corefsearch.pair_scorer.model import PairScorer, lemma_candidates
 from corefsearch.training import (
     TRAINING_ARGS_FILE,
     Log,

@@ -1,6 +1,6 @@
 """The options of ``corefsearch train pair-scorer``: defaults, ``--help`` texts and checks, in one place.
 
-Kept apart from ``scorer_train.py`` so that the command line reads them without importing the trainer.
+Kept apart from ``train.py`` so that the command line reads them without importing the trainer.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corefsearch.base.checks import all_at_least_one, not_negative
 from corefsearch.base.errors import InputError
 from corefsearch.base.model_card import BaseModel, CardText, usage_lines
 from corefsearch.cluster.arguments import TRAIN_SCOPES
 from corefsearch.training.arguments import (
     TrainingArguments,
-    at_least_one,
-    not_negative,
     one_of,
     override,
     scored_on_dev,
@@ -26,7 +25,7 @@ from corefsearch.training.arguments import (
 )
 
 if TYPE_CHECKING:
-    from corefsearch.cluster.scorer import PairScorerConfig
+    from corefsearch.pair_scorer.model import PairScorerConfig
 
 
 @dataclass
@@ -69,8 +68,8 @@ class PairScorerTrainingArguments(TrainingArguments):
 
     def validate(self) -> None:
         super().validate()
-        at_least_one({"--max-pairs": self.max_pairs, "--encode-batch-size": self.encode_batch_size,
-                      "--score-batch-size": self.score_batch_size})
+        all_at_least_one({"--max-pairs": self.max_pairs, "--encode-batch-size": self.encode_batch_size,
+                          "--score-batch-size": self.score_batch_size})
         not_negative({"--neighbours": self.neighbours, "--dev-max-pairs": self.dev_max_pairs})
         if not (self.negatives_per_positive >= 0 and math.isfinite(self.negatives_per_positive)):
             raise InputError(f"--negatives-per-positive must be a number ≥ 0, got {self.negatives_per_positive}")
@@ -84,7 +83,7 @@ class PairScorerTrainingArguments(TrainingArguments):
         return {"--lr": self.lr, "--head-lr": self.head_lr}
 
     def scorer_config(self) -> PairScorerConfig:
-        from corefsearch.cluster.scorer import PairScorerConfig
+        from corefsearch.pair_scorer.model import PairScorerConfig
 
         return PairScorerConfig(max_length=self.max_length, hidden=self.hidden, neighbours=self.neighbours,
                                 same_lemma=self.same_lemma, lemma_heuristic=self.lemma_heuristic,
@@ -137,7 +136,7 @@ def _usage(folder_name: str) -> list[str]:
         "```",
         "",
         "```python",
-        "from corefsearch.cluster.scorer import PairScorer",
+        "from corefsearch.pair_scorer.model import PairScorer",
         "",
         f"scorer = PairScorer.load({literal})  # encoder, tokenizer, head and config (threshold, linkage)",
         "```",

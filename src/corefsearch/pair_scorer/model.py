@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from corefsearch.base.artefacts import config_from_json
+from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import (
     DEFAULT_MODEL,
@@ -63,14 +64,13 @@ class PairScorerConfig:
     linkage: str = "average"  # components (of the pairs above the threshold) | average (linkage on 1 − p)
     neighbours: int = 0  # candidate pairs: each mention's k nearest by the mention encoder (0: none)
     same_lemma: bool = True  # candidate pairs: mentions with the same head lemma
-    lemma_heuristic: bool = False  # candidate pairs: those the lemma heuristic links (``heuristic.py``)
+    lemma_heuristic: bool = False  # candidate pairs: those the lemma heuristic links (``cluster.heuristic``)
     both_orders: bool = True  # a pair's probability: the mean over (A, B) and (B, A), else (A, B) only
 
     def validate(self) -> None:
         if self.max_length < 16:
             raise InputError(f"max_length must be at least 16, got {self.max_length}")
-        if self.hidden < 1:
-            raise InputError(f"hidden must be at least 1, got {self.hidden}")
+        at_least_one("hidden", self.hidden)
         if not 0 <= self.dropout < 1:
             raise InputError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.threshold is not None:
@@ -231,8 +231,7 @@ class PairScorer(EncoderWithHead):
         σ(logit), the mean over both orders (``both_orders``), in evaluation mode. Pairs are read in order of length."""
         import torch
 
-        if batch_size < 1:
-            raise InputError(f"--batch-size must be at least 1, got {batch_size}")
+        at_least_one("--batch-size", batch_size)
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         ordered = np.concatenate([pairs, pairs[:, ::-1]]) if self.config.both_orders else pairs
         lengths = [len(self.side(records[i]).ids) + len(self.side(records[j]).ids) for i, j in ordered.tolist()]
@@ -271,7 +270,7 @@ def scored_assignment(scorer: PairScorer, records: Sequence[MentionRecord], vect
                       threshold: float, linkage: str, batch_size: int = 64, progress: bool = False,
                       extra: Sequence[tuple[str, str]] = ()) -> tuple[dict[str, str], int]:
     """``{mention_id: cluster_id}`` of ``records`` clustered from the scorer's probabilities of their candidate
-    pairs (``candidates.py``: the scorer's config says which: same head lemma, given ``lemmas``; the
+    pairs (``cluster.candidates``: the scorer's config says which: same head lemma, given ``lemmas``; the
     ``neighbours`` nearest by the mention encoder's unit ``vectors``, rows of ``records``), and how many pairs
     were scored; ``extra``: more candidate pairs of ids (the heuristic's links)."""
     ids = [r.mention_id for r in records]

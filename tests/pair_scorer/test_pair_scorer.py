@@ -4,6 +4,7 @@ on the hand-made dataset of test_cluster_encoder.py."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import CLUSTER_MENTIONS as MENTIONS
 from helpers import CLUSTER_SPLITS as SPLITS
-from helpers import cluster_words, partition, read_clusters, save_mention_encoder, save_tiny_bert
+from helpers import cluster_words, one_torch_thread, partition, read_clusters, save_mention_encoder, save_tiny_bert
 from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
@@ -19,12 +20,18 @@ from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.cli import app
 from corefsearch.cluster.candidates import assignment_of, candidate_pairs, cluster_scored
 from corefsearch.cluster.encoder import split_records
-from corefsearch.cluster.scorer import PairScorer, PairScorerConfig
-from corefsearch.cluster.scorer_arguments import PairScorerTrainingArguments
-from corefsearch.cluster.scorer_train import train_pair_scorer, training_sample
+from corefsearch.pair_scorer.arguments import PairScorerTrainingArguments
+from corefsearch.pair_scorer.model import PairScorer, PairScorerConfig
+from corefsearch.pair_scorer.train import train_pair_scorer, training_sample
 
 runner = CliRunner(env={"COLUMNS": "250"})
-pytestmark = pytest.mark.usefixtures("one_thread_each_test")
+
+
+@pytest.fixture(autouse=True)
+def one_thread_each_test() -> Iterator[None]:
+    """Each test on one torch thread (the module fixtures that build models run on torch's default)."""
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +181,7 @@ def test_train_option_errors(tiny_base: Path, dataset: Path, tmp_path: Path) -> 
 def test_lemma_candidates_follow_the_config(dataset: Path) -> None:
     from corefsearch.cluster.heuristic import blocks_of, links, mention_contexts
     from corefsearch.cluster.mentions import read_split_mentions
-    from corefsearch.cluster.scorer import lemma_candidates
+    from corefsearch.pair_scorer.model import lemma_candidates
 
     found = read_split_mentions(dataset, "train")
     groups = {m.mention_id: m.topic or "" for m in found.mentions}
