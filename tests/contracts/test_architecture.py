@@ -7,7 +7,7 @@ inside functions too; only those under ``if TYPE_CHECKING:`` are left out, since
 * no import from a lower layer to a higher one (floor < wings < stages < surface);
 * no private name (``_name``) imported from another package, and no private module (``_name.py``)
   imported from outside its package: a wing uses another only through its public names;
-* no module over 600 lines;
+* no module over 450 lines (a longer one holds more than one concept: split it);
 * every package opens with its module map (the docstring of its ``__init__.py``), which names each of
   its modules and sub-packages in double backticks (``flow``), and names no module that is not there.
 """

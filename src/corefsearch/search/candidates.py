@@ -193,6 +193,7 @@ def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = N
         check_gold_allowed(dataset_dir)
         return GoldCandidates(dataset_dir)
     if candidates != "detected":
+        check_candidates(candidates)  # an unknown name, said as the door says it
         raise InputError("the reader's spans are no candidate source of the mention encoder")
     dataset = Dataset(dataset_dir)
     if detector is None and dataset.predicted_mentions_path.is_file():

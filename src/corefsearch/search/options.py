@@ -297,7 +297,7 @@ class SearchOptions:
     retrievers: tuple[str, ...] = ()
     cluster: bool = False
     ray: Any = None
-    checked: bool = field(default=False, compare=False, repr=False)
+    checked: bool = field(default=False, init=False, compare=False, repr=False)  # set by check()
 
     @property
     def names(self) -> list[str]:
