@@ -4,9 +4,12 @@ subset once per session, so that the tests that start the JVM share its cost."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
+import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,10 @@ from helpers import (
 
 # No progress bars in test output.
 os.environ["COREFSEARCH_QUIET"] = "1"
+# No shipped models, whatever the package ships: each test behaves as it is written (a command given no model
+# refuses, as when none is shipped); the tests of the shipped models point this at folders of their own.
+os.environ["COREFSEARCH_SHIPPED_DIR"] = tempfile.mkdtemp(prefix="corefsearch-no-shipped-")
+atexit.register(shutil.rmtree, os.environ["COREFSEARCH_SHIPPED_DIR"], True)
 
 ROOT = Path(__file__).resolve().parents[1]
 ECBPLUS_TARBALL = ROOT / "data" / "ecbplus" / "ECBplus.tar.gz"

@@ -553,3 +553,31 @@ def plain_news_collection(root: Path) -> tuple[Path, Path]:
         result = runner.invoke(app, [str(arg) for arg in args])
         assert result.exit_code == 0, result.output
     return root / "dataset", root / "index"
+
+
+# --- shipped models: a model folder with its card, in a folder of shipped models of the test's own ------------
+
+
+def ship(folder: Path, kind: str, mention_type: str | None = "event", **card: Any) -> Path:
+    """Make the model folder ``folder`` a shipped model (its name: the folder's): its ``corefsearch_card.json``
+    (``card`` changes its fields) and a ``README.md``."""
+    record = {"name": folder.name, "kind": kind, "description": f"A tiny random {kind} of the tests.",
+              "mention_type": mention_type, "format": "safetensors", "recipe": f"corefsearch train {kind} DATASET",
+              "data": [{"path": "data/ecbplus/ECBplus.tar.gz", "sha256": "sha256:0"}],
+              "scores": {"dev": {"CoNLL F1": 72.65}, "test": {"CoNLL F1": 70.5, "MUC F1": 80}},
+              "limits": "Random weights: for the tests only.", "base_model": "tiny-bert", "created": "2025-01-31",
+              **card}
+    (folder / "corefsearch_card.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    (folder / "README.md").write_text(f"# {folder.name}\n\n{record['description']}\n", encoding="utf-8")
+    return folder
+
+
+def save_detector(base: Path, folder: Path) -> Path:
+    """An untrained mention detector (events and entities) on ``base``, saved to ``folder``."""
+    import torch
+
+    from corefsearch.detect.model import DetectorConfig, MentionDetector
+
+    torch.manual_seed(1)
+    MentionDetector.from_base(str(base), DetectorConfig(max_length=64, stride=8)).save(folder)
+    return folder

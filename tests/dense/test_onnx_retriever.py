@@ -251,9 +251,41 @@ def test_cli_backend_errors_are_one_line(small_dataset: Path, two_encoders: Path
     assert not (tmp_path / "r.trec").exists()
     # export-onnx on a plain Hugging Face folder, and --out with a retriever folder
     result = invoke("export-onnx", tmp_path / "idx", expect_error=True)
-    assert "is not a reader, retriever or detector folder" in flat(result.output) and "--out DIR" in flat(result.output)
+    assert "is not a reader, retriever, mention encoder or detector folder" in flat(result.output)
+    assert "--out DIR" in flat(result.output)
     result = invoke("export-onnx", two_encoders, "--out", tmp_path / "copy", expect_error=True)
     assert "is a retriever folder" in flat(result.output) and not (tmp_path / "copy").exists()
+
+
+def test_a_shipped_retriever_searches_the_index_of_its_trained_folder_with_int8(small_dataset: Path, two_encoders: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The inference-only copy (``export-onnx --ship``): onnx-int8 by default, recorded as such, the same fingerprint
+    as the trained folder, and ``--backend torch`` refused in one line."""
+    from corefsearch.export.ship import write_shipped
+
+    shipped = tmp_path / "shipped"
+    write_shipped(two_encoders, shipped, {"name": "shipped", "description": "A tiny DPR retriever.", "recipe": "-",
+                                          "data": [], "scores": {"dev": {}, "test": {}}, "limits": "None."})
+    build_dense_index(small_dataset, tmp_path / "torch", str(two_encoders), device="cpu", chunk_size=CHUNK)
+    queries = small_dataset / "queries" / "test.jsonl"
+    runs = {}
+    for name, extra in (("shipped", ["--encoder", shipped]), ("int8", ["--backend", "onnx-int8"])):
+        runs[name] = tmp_path / f"{name}.trec"
+        invoke("search", "--index", tmp_path / "torch", "--queries", queries, "--out", runs[name], "--k", 20,
+               "--retriever", "dense", "--device", "cpu", *extra)
+    assert runs["shipped"].read_text() == runs["int8"].read_text()
+    assert json.loads(Path(f"{runs['shipped']}.meta.json").read_text())["dense"]["backend"] == "onnx-int8"
+    invoke("index", small_dataset, "--dense", "--encoder", shipped, "--out", tmp_path / "int8", "--device", "cpu",
+           "--chunk-size", CHUNK)
+    manifest = load_dense_manifest(tmp_path / "int8")
+    assert manifest["encoding"]["backend"] == "onnx-int8"
+    assert manifest["encoder"]["passage_fingerprint"] == load_dense_manifest(tmp_path / "torch")["encoder"][
+        "passage_fingerprint"]
+    result = invoke("search", "--index", tmp_path / "torch", "--queries", queries, "--out", tmp_path / "t.trec",
+                    "--retriever", "dense", "--device", "cpu", "--encoder", shipped, "--backend", "torch",
+                    expect_error=True)
+    assert "ships only its int8 ONNX export" in flat(result.output) and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "t.trec").exists()
 
 
 def test_zero_shot_model_exported_to_out_searches_its_index(small_dataset: Path, tiny_bert: Path,

@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import read_json_file
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.model_files import CLUSTERER_CONFIG as CLUSTERER_CONFIG
+from corefsearch.base.model_files import DETECTOR_CONFIG as DETECTOR_CONFIG
+from corefsearch.base.model_files import MODEL_KIND_FILES as MODEL_KIND_FILES
+from corefsearch.base.model_files import PAIR_SCORER_CONFIG as PAIR_SCORER_CONFIG
+from corefsearch.base.model_files import READER_CONFIG as READER_CONFIG
+from corefsearch.base.model_files import RETRIEVER_CONFIG as RETRIEVER_CONFIG
+from corefsearch.base.model_files import RETRIEVER_QUERY_ENCODER as RETRIEVER_QUERY_ENCODER
+from corefsearch.base.shipped import resolve_reference, shipped_hint
 from corefsearch.io.outputs import looks_like_path
 
 if TYPE_CHECKING:
@@ -55,23 +63,26 @@ def default_model_path() -> str:
 def check_model_folder(reference: str | Path | None, option: str | None = None) -> None:
     """A model reference that looks like a path (it holds a path separator, starts with ``.`` or
     ``~``, or exists) must be a folder: else one line naming ``option``, not the hub's "Repo id
-    must be in the form ..." that transformers answers for a missing folder."""
+    must be in the form ..." that transformers answers for a missing folder. A shipped model's name is its
+    folder (:func:`~corefsearch.base.shipped.resolve_reference`)."""
+    named = f"{option} {reference}" if option else str(reference)
+    reference = resolve_reference(reference)
     if not looks_like_path(reference):
         return
     path = Path(str(reference)).expanduser()
-    named = f"{option} {reference}" if option else str(reference)
     if not path.exists():
-        raise MissingArtefactError(f"{named}: no such model folder")
+        raise MissingArtefactError(f"{named}: no such model folder{shipped_hint()}")
     if not path.is_dir():
         raise InputError(f"{named}: is a file, not a model folder")
 
 
 def resolve_model(name_or_path: str | None, option: str | None = None) -> str:
-    """A model reference as transformers takes it; ``None`` or ``"default"`` is the bundled model."""
+    """A model reference as transformers takes it; ``None`` or ``"default"`` is the bundled model, a shipped
+    model's name its folder."""
     if name_or_path in (None, "", "default"):
         return default_model_path()
     check_model_folder(name_or_path, option)
-    text = str(name_or_path)
+    text = str(resolve_reference(name_or_path))
     return str(Path(text).expanduser()) if text.startswith("~") else text
 
 
@@ -112,7 +123,8 @@ def load_offline(loader: Any, reference: str, **kwargs: Any) -> Any:
     try:
         return loader.from_pretrained(reference, local_files_only=local, **kwargs)
     except (OSError, HFValidationError) as err:  # HFValidationError: a name that is neither a folder nor a repo id
-        raise MissingArtefactError(f"cannot load the model {reference!r}: {str(err).splitlines()[0]}") from None
+        raise MissingArtefactError(f"cannot load the model {reference!r}: {str(err).splitlines()[0]}"
+                                   f"{'' if local else shipped_hint()}") from None
     except Exception as err:
         if not local:
             raise
@@ -234,25 +246,16 @@ class EncoderWithHead:
 
 # --- what a model folder is -------------------------------------------------------------------------
 
-RETRIEVER_CONFIG = "corefsearch_retriever.json"
-RETRIEVER_QUERY_ENCODER = "query_encoder"  # a retriever folder's query encoder (a Hugging Face folder)
-READER_CONFIG = "corefsearch_reader.json"
-CLUSTERER_CONFIG = "corefsearch_clusterer.json"
-DETECTOR_CONFIG = "corefsearch_detector.json"
-PAIR_SCORER_CONFIG = "corefsearch_pair_scorer.json"
-# The settings file that marks each kind of folder `corefsearch train KIND` writes.
-MODEL_KIND_FILES: dict[str, str] = {"retriever": RETRIEVER_CONFIG, "reader": READER_CONFIG,
-                                    "clusterer": CLUSTERER_CONFIG, "detector": DETECTOR_CONFIG,
-                                    "pair-scorer": PAIR_SCORER_CONFIG}
+# The settings files that mark each kind of folder (``corefsearch.base.model_files``, imported above).
 
 
 def model_kind(reference: str | Path | None) -> str | None:
     """``"retriever"``, ``"reader"`` or ``"clusterer"`` for a folder that ``corefsearch train`` wrote (by its
-    settings file), ``None`` for anything else (a plain Hugging Face folder or name, ``default``, nothing).
-    The one place that decides what a model folder is."""
+    settings file; a shipped model's name: its folder's), ``None`` for anything else (a plain Hugging Face
+    folder or name, ``default``, nothing). The one place that decides what a model folder is."""
     if reference in (None, "", "default"):
         return None
-    folder = Path(str(reference)).expanduser()
+    folder = Path(str(resolve_reference(reference))).expanduser()
     return next((kind for kind, name in MODEL_KIND_FILES.items() if (folder / name).is_file()), None)
 
 
@@ -260,7 +263,8 @@ def base_encoder(reference: str | None, option: str = "--base-model") -> str | N
     """The Hugging Face encoder a new model (a reader, a mention encoder) starts from: a corefsearch
     retriever folder gives its query encoder, which already knows the mention markers (the same
     tokens every corefsearch model uses) and what makes two mentions corefer; any other reference as
-    given (a reader or clusterer folder is itself a Hugging Face folder)."""
+    given (a reader or clusterer folder is itself a Hugging Face folder; a shipped model's name as its folder)."""
+    reference = resolve_reference(reference)
     if model_kind(reference) != "retriever":
         return reference
     folder = Path(str(reference)).expanduser() / RETRIEVER_QUERY_ENCODER

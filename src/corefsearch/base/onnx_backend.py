@@ -13,6 +13,11 @@ tensors (``input_ids``, ``attention_mask`` and, when the model has segments,
 head on top of the encoder stays in torch. Nothing in it is specific to the reader, so the dense
 retriever's and the mention encoder's encoders can use it as well.
 
+An inference-only folder (:func:`inference_only`: what ``corefsearch.export.ship`` writes) ships the int8
+export and no torch encoder weights; :func:`resolve_backend` runs it with ``onnx-int8`` when no backend is
+asked for, and refuses any other in one line. Its export is checked against the sha256 ``export.json``
+records of the file, as there are no weights to check it against.
+
 sentence-transformers' own ONNX backend goes through Hugging Face Optimum, which is not a
 dependency here (and whose exporter needs the network for some models); the export is
 ``torch.onnx.export`` and the session plain ``onnxruntime``, a few lines each.
@@ -25,6 +30,8 @@ from typing import Any
 
 from corefsearch.base.artefacts import ONNX_EXPORT, find_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.models import RETRIEVER_QUERY_ENCODER, load_offline, model_kind
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.io.write import sha256_file
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -34,17 +41,22 @@ ONNX_QINT8 = "model_qint8.onnx"
 EXPORT_RECORD = "export.json"
 OUTPUT_NAME = "last_hidden_state"
 WEIGHTS_FILE = "model.safetensors"  # the encoder weights save_pretrained writes (safe_serialization=True)
+# Every form of torch encoder weights a Hugging Face folder may hold (one file or shards, safetensors or pickle).
+TORCH_WEIGHTS = (WEIGHTS_FILE, "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+SHIPPED_BACKEND = "onnx-int8"  # the one export an inference-only folder ships
 
 
-def check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
+def check_backend(backend: str | None) -> None:
+    """A backend name, or None (not given: see :func:`resolve_backend`)."""
+    if backend is not None and backend not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
-def check_backend_device(backend: str, device: str) -> None:
-    """The ONNX backends run on the CPU (the ``onnxruntime`` package, not ``onnxruntime-gpu``)."""
+def check_backend_device(backend: str | None, device: str) -> None:
+    """The ONNX backends run on the CPU (the ``onnxruntime`` package, not ``onnxruntime-gpu``); None (not given)
+    is checked once the model folder resolves it (:func:`resolve_backend`)."""
     check_backend(backend)
-    if backend != "torch" and device not in ("auto", "cpu"):
+    if backend not in (None, "torch") and device not in ("auto", "cpu"):
         raise InputError(f"--backend {backend} runs the model on the CPU (ONNX Runtime), not on --device {device}: "
                          "use --device cpu, or --backend torch on a GPU")
 
@@ -58,6 +70,49 @@ def weights_checksum(folder: Path) -> str | None:
     """The sha256 of the folder's encoder weights (None when they are not one safetensors file)."""
     path = Path(folder) / WEIGHTS_FILE
     return "sha256:" + sha256_file(path) if path.is_file() else None
+
+
+def has_torch_weights(folder: Path) -> bool:
+    """Whether an encoder folder holds torch weights (any of :data:`TORCH_WEIGHTS`)."""
+    return any((Path(folder) / name).is_file() for name in TORCH_WEIGHTS)
+
+
+def inference_only(reference: str | Path | None) -> bool:
+    """Whether ``reference`` is an inference-only model folder: one whose encoder (a retriever's: its query
+    encoder) ships its int8 ONNX export and no torch weights."""
+    if reference in (None, "", "default"):
+        return False
+    folder = Path(str(resolve_reference(reference))).expanduser()  # a shipped model's name: its folder
+    if model_kind(folder) == "retriever":
+        folder = folder / RETRIEVER_QUERY_ENCODER
+    return onnx_file(folder, SHIPPED_BACKEND).is_file() and not has_torch_weights(folder)
+
+
+def resolve_backend(reference: str | Path | None, backend: str | None, device: str = "auto") -> str:
+    """The backend the model ``reference`` runs with: ``backend`` as given, or (None: not given) torch, and
+    onnx-int8 for an inference-only folder (:func:`inference_only`), which runs nothing else, and on the CPU:
+    another backend or ``device`` there is one line."""
+    check_backend(backend)
+    if not inference_only(reference):
+        return backend or "torch"
+    if backend not in (None, SHIPPED_BACKEND):
+        raise InputError(f"--backend {backend}: {reference} ships only its int8 ONNX export (no torch weights, no "
+                         f"fp32 export); leave --backend out or use --backend {SHIPPED_BACKEND}")
+    if device not in ("auto", "cpu"):
+        raise InputError(f"--device {device}: {reference} ships only its int8 ONNX export, which runs on the CPU "
+                         "(ONNX Runtime); use --device cpu")
+    return SHIPPED_BACKEND
+
+
+def load_encoder_model(folder: str | Path, backend: str, threads: int | None = None, command: str | None = None) -> Any:
+    """The encoder of a model folder for ``backend``: the Hugging Face ``AutoModel`` (torch), or an
+    :class:`OnnxEncoder` over the folder's checked export (``command``: see :func:`check_onnx_export`)."""
+    from transformers import AutoConfig, AutoModel
+
+    if backend == "torch":
+        return load_offline(AutoModel, str(folder))
+    path = check_onnx_export(folder, backend, command)
+    return OnnxEncoder(path, load_offline(AutoConfig, str(folder)), threads)
 
 
 def check_onnx_export(folder: Path, backend: str, command: str | None = None) -> Path:
@@ -81,6 +136,13 @@ def check_onnx_export(folder: Path, backend: str, command: str | None = None) ->
     if path.name not in files:
         raise MissingArtefactError(f"{record_path} does not list {path.name}: {path} is not from the last export; "
                                    f"{remedy} again")
+    if not has_torch_weights(folder):  # inference-only: the export is checked against its own recorded checksum
+        entry = record["files"][path.name]
+        recorded = entry.get("sha256") if isinstance(entry, dict) else None
+        if recorded is not None and recorded != "sha256:" + sha256_file(path):
+            raise InputError(f"{path} is not the file {record_path} records (its sha256 differs): the folder is "
+                             "damaged; copy it again")
+        return path
     if exported_from != weights_checksum(folder):
         raise InputError(f"{path} was exported from other encoder weights than {folder / WEIGHTS_FILE} holds now "
                          f"(the model was retrained or replaced): {remedy} again")
@@ -96,6 +158,8 @@ class OnnxEncoder:
     ``get_num_threads()``, so that both backends use the same cores). It runs on the CPU
     (``CPUExecutionProvider``: the ``onnxruntime`` package, not ``onnxruntime-gpu``).
     """
+
+    training = False  # as an nn.Module in evaluation mode: it only runs inference
 
     def __init__(self, path: Path, config: Any, threads: int | None = None) -> None:
         import onnxruntime as ort

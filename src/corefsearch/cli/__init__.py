@@ -5,7 +5,8 @@
 are one line too (exit 2). ``options``: the options ``search``, ``query`` and ``serve`` share and
 the one builder of their option objects. One module per command group: ``data`` (build-dataset,
 add), ``index`` (index, java-env), ``search`` (search, query, serve), ``evaluate``, ``cluster``,
-``export`` (export-onnx), ``detect`` and ``train`` (retriever, reader, clusterer, detector). ``report``:
+``export`` (export-onnx), ``detect``, ``models`` (the shipped models) and ``train`` (retriever, reader,
+clusterer, detector). ``report``:
 what the commands print (tables and summary lines), in one place. ``fields``: options declared once as
 dataclass fields (:func:`~corefsearch.cli.fields.options_from`); ``pyserini_cli``: Pyserini's own command
 line with corefsearch's Java set-up (``python -m corefsearch.cli.pyserini_cli``).
@@ -14,7 +15,17 @@ Importing this package registers every command; heavy libraries are imported ins
 so ``corefsearch --help`` stays instant.
 """
 
-from corefsearch.cli import cluster, data, detect, evaluate, export, index, search, train  # noqa: F401  (registration)
+from corefsearch.cli import (  # noqa: F401  (registration)
+    cluster,
+    data,
+    detect,
+    evaluate,
+    export,
+    index,
+    models,
+    search,
+    train,
+)
 from corefsearch.cli.app import app
 
 __all__ = ["app"]

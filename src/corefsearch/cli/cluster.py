@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from corefsearch.base.precision import DEFAULT_PRECISION, PRECISION_HELP
-from corefsearch.cli.app import app, console, user_errors
+from corefsearch.cli.app import app, console, log_line, user_errors
 from corefsearch.cli.fields import options_from
 from corefsearch.cli.options import (
     RayCpusOption,
@@ -56,7 +56,9 @@ class ClusterArgs:
         "Also write the clusters in the CoNLL format of the reference scorer (one pseudo-document, one line per "
         "mention).")})
     model: Path | None = field(default=None, metadata={
-        "option": "--model", "help": "With --method encoder: the mention encoder folder from `train clusterer`."})
+        "option": "--model", "help": (
+            "With --method encoder: the mention encoder folder from `train clusterer`, or a shipped model's name "
+            "(`corefsearch models`; default: the shipped mention encoder for the mentions' type).")})
     threshold: float | None = field(default=None, metadata={"help": (
         "With --method encoder: τ, the cosine distance at which clusters stop merging (default: the model's, picked "
         "on dev by `train clusterer`).")})
@@ -81,6 +83,9 @@ class ClusterArgs:
         "With --method encoder --scope corpus: neighbours per mention in the kNN graph (default 50).")})
     batch_size: int = field(default=64, metadata={"help": "With --method encoder: mentions encoded per batch."})
     device: str = field(default="auto", metadata={"help": "With --method encoder: auto | cpu | cuda"})
+    backend: str | None = field(default=None, metadata={"help": (
+        "With --method encoder: torch | onnx | onnx-int8 (the encoder on ONNX Runtime, on the CPU: run `corefsearch "
+        "export-onnx MODEL` first); default torch, or onnx-int8 for a folder that ships only that export.")})
     precision: str = field(default=DEFAULT_PRECISION, metadata={"help": PRECISION_HELP})
 
 
@@ -105,7 +110,7 @@ def cluster_command(
         from corefsearch.distributed.mention_encoding import RayMentionEncoding
 
         encoding = RayMentionEncoding(ray_given)
-    with precision_scope(args.precision, ray=ray_given):
+    with precision_scope(args.precision, backend=args.backend, ray=ray_given):
         summary = cluster_dataset(dataset, args.out, method=args.method, split=args.split, scope=args.scope,
                                   conll=args.conll, topic_threshold=args.topic_threshold,
                                   topic_method=args.topic_method, n_topics=args.n_topics, topics=args.topics,
@@ -113,7 +118,8 @@ def cluster_command(
                                   k=args.k, batch_size=args.batch_size, device=args.device,
                                   lemma_weight=args.lemma_weight, encoding=encoding, mentions=args.mentions,
                                   sentence_overlap=args.sentence_overlap, pair_scorer=args.pair_scorer,
-                                  pair_threshold=args.pair_threshold, evidence=args.evidence)
+                                  pair_threshold=args.pair_threshold, evidence=args.evidence, backend=args.backend,
+                                  log=log_line)
     print_cluster_summary(summary, summary.scope, console)
 
 

@@ -45,7 +45,7 @@ class IndexArgs:
     device: str = option_of(DenseIndexOptions, "device")
     precision: str = field(default=DEFAULT_PRECISION, metadata={"help": PRECISION_HELP})
     chunk_size: int = option_of(DenseIndexOptions, "chunk_size")
-    backend: str | None = option_of(DenseIndexOptions, "backend", default=None)  # None: torch
+    backend: str | None = option_of(DenseIndexOptions, "backend", default=None)  # None: the encoder folder's default
 
 
 @app.command("index")
@@ -60,16 +60,17 @@ def index_command(
     ray_cpus_per_worker: RayCpusOption = None,
 ) -> None:
     """Build a Lucene (BM25) index of a dataset's passages, or with --dense a FAISS index of their vectors."""
+    from corefsearch.base.onnx_backend import resolve_backend
     from corefsearch.cli.report import print_index_summary
     from corefsearch.dense.encoder import resolve_batch_size
     from corefsearch.search.pipeline import index_dataset
 
     dense_options = None
     if args.dense:
+        runs = resolve_backend(args.encoder, args.backend, args.device) if args.encoder else args.backend
         dense_options = DenseIndexOptions(args.encoder, args.faiss_type,
-                                          resolve_batch_size(args.batch_size, args.device, args.backend), args.shard,
-                                          args.merge_shards, args.device, args.chunk_size,
-                                          backend=args.backend or "torch",
+                                          resolve_batch_size(args.batch_size, args.device, runs), args.shard,
+                                          args.merge_shards, args.device, args.chunk_size, backend=args.backend,
                                           ray=ray_options(ray, ray_workers, ray_cpus_per_worker))
     elif (args.encoder is not None or args.shard is not None or args.merge_shards is not None
           or args.backend is not None or ray is not None):

@@ -57,7 +57,7 @@ class ModelArgs:
     reader: Path | None = option_of(ReaderOptions, "model", default=None)
     rerank_k: int = option_of(ReaderOptions, "rerank_k")
     rerank_batch_queries: int | None = field(default=None, metadata={"cli": False})  # the reader's default
-    backend: str | None = option_of(RetrievalOptions, "backend", default=None)  # None: torch
+    backend: str | None = option_of(RetrievalOptions, "backend", default=None)  # None: each model's default
     rerank_fusion: str | None = option_of(ReaderOptions, "fusion")
     ef_search: int | None = option_of(RetrievalOptions, "ef_search")
     nprobe: int | None = option_of(RetrievalOptions, "nprobe")
@@ -94,7 +94,8 @@ class FileModelArgs(ModelArgs):
 @dataclass
 class QueryRoundArgs(RoundArgs):
     mention_encoder: Path | None = option_of(ExpansionOptions, "encoder", help=(
-        "The mention encoder (`train clusterer`) of --cluster and of --rounds 2 --candidates detected|gold."))
+        "The mention encoder (`train clusterer`, or a shipped model's name) of --cluster and of --rounds 2 "
+        "--candidates detected|gold (default: the shipped event mention encoder, when there is one)."))
 
 
 @dataclass
@@ -113,8 +114,8 @@ class ServeModelArgs(ModelArgs):
 @dataclass
 class ServeRoundArgs(RoundArgs):
     mention_encoder: Path | None = option_of(ExpansionOptions, "encoder", help=(
-        "The mention encoder (`train clusterer`) of the cluster answers (`cluster: true`, the page's cluster view) "
-        "and of --rounds 2 --candidates detected|gold."))
+        "The mention encoder (`train clusterer`, or a shipped model's name) of the cluster answers (`cluster: true`, "
+        "the page's cluster view) and of --rounds 2 --candidates detected|gold."))
 
 
 def bm25_options(args: BM25Args) -> BM25Options:
@@ -165,7 +166,7 @@ def search_options(retrievers: list[str], bm25: BM25Args, models: ModelArgs, rou
         raise CorefSearchError("--ef-search and --nprobe tune the dense index's search: use them with "
                                "--retriever dense|hybrid")
     retrieval = RetrievalOptions(retrievers[0], models.encoder, models.device,
-                                 FusionOptions(models.fusion, models.alpha), backend=models.backend or "torch",
+                                 FusionOptions(models.fusion, models.alpha), backend=models.backend,
                                  ef_search=models.ef_search, nprobe=models.nprobe)
     return SearchOptions(bm25_options(bm25), retrieval, reader_options(models, dense),
                          expansion_options(rounds, encoder_alone), k=k, retrievers=tuple(retrievers), cluster=cluster,
@@ -184,7 +185,7 @@ def reader_options(models: ModelArgs, dense: bool) -> ReaderOptions | None:
         return None
     batch_queries = models.rerank_batch_queries
     return ReaderOptions(models.reader, models.rerank_k, device=models.device, fusion=models.rerank_fusion,
-                         backend=models.backend or "torch",
+                         backend=models.backend,
                          batch_queries=DEFAULT_BATCH_QUERIES if batch_queries is None else batch_queries)
 
 

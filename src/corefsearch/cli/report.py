@@ -10,6 +10,7 @@ from corefsearch.base.counts import counted
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from corefsearch.base.shipped import ShippedModel
     from corefsearch.datasets.build import BuildSummary
     from corefsearch.dense.indexing import DenseIndexSummary
     from corefsearch.search.engine import AdhocResult
@@ -227,6 +228,8 @@ def print_cluster_summary(summary: Any, scope: str, console: Console) -> None:
         at += f" ({summary.pair_clustering})"
     if summary.encoded is not None and summary.encoded < summary.mentions:
         stages += f"; {counted(summary.encoded, 'distinct encoder input')} (identical copies encoded once)"
+    if getattr(summary, "backend", None) not in (None, "torch"):
+        stages += f"; the encoder ran on {summary.backend}"
     mentions = counted(summary.mentions, "mention")
     if getattr(summary, "mention_kind", "gold") == "predicted":
         mentions = (f"{counted(summary.mentions, 'predicted mention')} (detector {summary.detector or 'unnamed'}, "
@@ -361,3 +364,22 @@ def _print_fusion(fusion: str, dev: dict[str, float] | None, console: Console) -
     else:
         console.print(Text(f"Fusion: {fusion} (no dev queries to choose by); `search --reader` uses it "
                            "unless --rerank-fusion says otherwise."))
+
+
+def _scores(values: dict[str, float]) -> str:
+    return ", ".join(f"{metric} {value:g}" for metric, value in values.items()) or "—"
+
+
+def print_shipped_models(models: list[ShippedModel], console: Console) -> None:
+    """``corefsearch models``: one row per shipped model, its card's scores compactly."""
+    from rich.table import Table
+
+    table = Table(title="Shipped models (pass a name to any model option)")
+    for column, justify in (("name", "left"), ("kind", "left"), ("type", "left"), ("MB", "right"),
+                            ("dev", "left"), ("test", "left"), ("card", "left")):
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for model in models:
+        table.add_row(model.name, model.kind, model.mention_type or "—", f"{model.size_bytes / 1e6:.1f}",
+                      _scores(model.scores.get("dev", {})), _scores(model.scores.get("test", {})),
+                      str(model.card_path))
+    console.print(table)

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from corefsearch.base.errors import CorefSearchError
-from corefsearch.cli.app import app, console, err_console, user_errors
+from corefsearch.cli.app import app, console, err_console, log_line, user_errors
 from corefsearch.cli.fields import options_from
 from corefsearch.cli.options import (
     BM25Args,
@@ -64,7 +64,8 @@ def search_command(
     from corefsearch.search.pipeline import search_to_run
 
     ray_given = ray_options(ray, ray_workers, ray_cpus_per_worker)
-    options = search_options([models.retriever], bm25, models, second_round, k=k, ray=ray_given).check(index)
+    options = search_options([models.retriever], bm25, models, second_round, k=k, ray=ray_given).check(
+        index, log=log_line)
     with precision_scope(models.precision, backend=models.backend, ray=ray_given):
         summary = search_to_run(index, queries, out, options, spans_out=spans_out, save_topics=save_topics)
     print_search_summary(summary, console)
@@ -108,7 +109,7 @@ def query_command(
     from corefsearch.search.pipeline import adhoc_query
 
     options = search_options([models.retriever], bm25, models, second_round, k=k, cluster=cluster,
-                             encoder_alone=True).check(index)
+                             encoder_alone=True).check(index, log=log_line)
     with precision_scope(models.precision, backend=models.backend):
         result = adhoc_query(index, options, mention, context, occurrence, dataset=dataset, qid=qid)
     if as_json:
@@ -159,7 +160,7 @@ def serve_command(
     limits = Limits(max_body_bytes=max_body, max_context_chars=max_context, max_k=max_k, max_rerank_k=max_rerank_k)
     limits.validate()
     started = time.perf_counter()
-    options = search_options(names, bm25, models, second_round, encoder_alone=True).check(index)
+    options = search_options(names, bm25, models, second_round, encoder_alone=True).check(index, log=log_line)
     with precision_scope(models.precision, backend=models.backend):  # the server runs in it until stopped
         engine = SearchEngine.open(index, options, dataset)
         loaded = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in engine.load_seconds.items())

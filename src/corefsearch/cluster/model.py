@@ -11,6 +11,8 @@ A saved encoder is a Hugging Face folder (``config.json``, ``model.safetensors``
 ``[E]``/``[/E]``) plus ``clusterer_head.safetensors`` (the two MLPs) and ``corefsearch_clusterer.json``
 (:class:`ClustererConfig`: base model, max length, MLP sizes, markers, and the threshold τ that
 training picks on dev). The config is read strictly (:func:`corefsearch.base.artefacts.config_from_json`).
+``load(..., backend="onnx"|"onnx-int8")`` runs the encoder on ONNX Runtime (the export of ``corefsearch export-onnx
+FOLDER``), the MLPs in torch; a folder that ships only its int8 export runs on it by default.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from corefsearch.base.models import (
     load_offline,
     resolve_model,
 )
+from corefsearch.base.onnx_backend import OnnxEncoder, load_encoder_model, resolve_backend
 from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
+from corefsearch.base.shipped import shipped_hint
 from corefsearch.cluster.inputs import (
     ENTITY_END,
     ENTITY_START,
@@ -158,6 +162,7 @@ class MentionEncoder(EncoderWithHead):
         self.marker_ids = add_entity_markers(tokenizer, self.model)
         self.head = (head if head is not None else _head_module(config, int(model.config.hidden_size))).to(device)
         self.last_unique_inputs: int | None = None  # distinct inputs of the last encode() call
+        self.backend = "torch"  # the encoder's runtime (load's backend)
 
     @property
     def dimension(self) -> int:
@@ -179,13 +184,15 @@ class MentionEncoder(EncoderWithHead):
         return cls(model, tokenizer, config, device=device)
 
     @classmethod
-    def load(cls, folder: Path, device: str = "cpu") -> MentionEncoder:
-        """An encoder saved by :meth:`save`; a folder that is not one is a one-line error."""
-        from transformers import AutoModel, AutoTokenizer
+    def load(cls, folder: Path, device: str = "cpu", backend: str | None = None) -> MentionEncoder:
+        """An encoder saved by :meth:`save`; a folder that is not one is a one-line error. ``backend`` onnx|onnx-int8
+        runs its encoder on ONNX Runtime (on the CPU, whatever ``device``); None: torch, or onnx-int8 for a folder
+        that ships only that export (:func:`corefsearch.base.onnx_backend.resolve_backend`)."""
+        from transformers import AutoTokenizer
 
         folder = Path(folder)
         if not folder.is_dir():
-            raise MissingArtefactError(f"{folder}: no such mention encoder folder; {TRAIN_HINT}")
+            raise MissingArtefactError(f"{folder}: no such mention encoder folder; {TRAIN_HINT}{shipped_hint()}")
         config_path = folder / CLUSTERER_CONFIG
         if not config_path.is_file() or not (folder / HEAD_WEIGHTS).is_file():
             raise MissingArtefactError(f"{folder} is not a mention encoder (no {CLUSTERER_CONFIG} / {HEAD_WEIGHTS}); "
@@ -196,10 +203,15 @@ class MentionEncoder(EncoderWithHead):
         if ENTITY_START not in tokenizer.get_vocab() or ENTITY_END not in tokenizer.get_vocab():
             raise InputError(f"{folder}: the tokenizer lacks the {ENTITY_START}/{ENTITY_END} tokens the encoder was "
                              f"trained with; {remedy}")
-        model = load_offline(AutoModel, str(folder))
-        encoder = cls(model, tokenizer, config, device=device)
+        backend = resolve_backend(folder, backend)
+        model = load_encoder_model(folder, backend)
+        encoder = cls(model, tokenizer, config, device=device if backend == "torch" else "cpu")
+        encoder.backend = backend
         encoder.load_head(folder, remedy)
         return encoder
+
+    def modules(self) -> list[Any]:
+        return [self.head] if isinstance(self.model, OnnxEncoder) else [self.model, self.head]
 
     def parameters(self) -> list[Any]:
         return [p for module in self.modules() for p in module.parameters()]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from corefsearch.base.checks import all_at_least_one, at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, resolve_device
+from corefsearch.base.onnx_backend import check_backend_device, resolve_backend
+from corefsearch.base.shipped import default_shipped, resolve_reference, shipped_default, shipped_hint
 from corefsearch.cluster.agreement import Agreement, agreement, ecbplus_subtopics
 from corefsearch.cluster.baselines import METHODS, gold, mention_head_lemmas, same_lemma, singletons
 from corefsearch.cluster.encoder import DEFAULT_BATCH_SIZE, DEFAULT_K, check_evidence
@@ -70,6 +72,7 @@ class ClusterSummary:
     pairs_kept: int | None = None  # --method lemma-heuristic: the pairs it links directly, of
     pairs_total: int | None = None  # all pairs of mentions within a group and type
     scope: str = "topic"  # the --scope used
+    backend: str | None = None  # --method encoder: the mention encoder's runtime (torch | onnx | onnx-int8)
     topic_agreement: Agreement | None = None  # predicted-topic: the groups against the gold topics
     subtopic_agreement: Agreement | None = None  # ... and against the ECB+ subtopics (e.g. 36ecb, 36ecbplus)
     pair_clustering: str | None = None  # --pair-scorer: the linkage, threshold and pairs scored
@@ -109,7 +112,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                     device: str = "auto", encoding: MentionEncoding | None = None,
                     lemma_weight: float | None = None, mentions: str = "gold",
                     sentence_overlap: float | None = None, pair_scorer: Path | None = None,
-                    pair_threshold: float | None = None, evidence: str | None = None) -> ClusterSummary:
+                    pair_threshold: float | None = None, evidence: str | None = None,
+                    backend: str | None = None, log: Callable[[str], None] | None = None) -> ClusterSummary:
     """Cluster the gold mentions of ``split`` with ``method`` within each group of ``scope``; write
     ``{mention_id, cluster_id}`` lines to ``out`` and, with ``conll``, the CoNLL file (see ``output.py``).
     ``split`` defaults to test. ``mentions`` predicted: the detector's mentions of the passages of ``split``
@@ -130,8 +134,12 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     default) or ``lemma-heuristic`` (a link of that method's rule at ``sentence_overlap``).
     ``pair_scorer`` (with ``method`` encoder): a pair scorer folder (``train pair-scorer``) scores the candidate
     pairs (``candidates.py``: same head lemma, the encoder's nearest) and clusters them at its threshold (or
-    ``pair_threshold``) instead of the encoder's τ."""
+    ``pair_threshold``) instead of the encoder's τ. ``backend`` (with ``method`` encoder): the encoder's runtime, torch
+    | onnx | onnx-int8 (ONNX Runtime on the CPU, from ``corefsearch export-onnx MODEL``); None: torch, or onnx-int8
+    for a folder that ships only that export. ``model`` and ``pair_scorer`` may name shipped models; with ``method``
+    encoder and no ``model``, the shipped mention encoder for the mentions' type, said through ``log``."""
     started = time.perf_counter()
+    model, pair_scorer = resolve_reference(model), resolve_reference(pair_scorer)
     if topics is not None and scope not in (None, "predicted-topic"):
         raise InputError(f"--topics FILE groups the documents as the file says (--scope predicted-topic); it "
                          f"cannot be used with --scope {scope}")
@@ -174,13 +182,16 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         check_pair_options(method, scope, pair_threshold, threshold, lemma_weight)
     if method != "encoder":
         given = [name for name, value in (("--model", model), ("--threshold", threshold), ("--k", k),
-                                          ("--lemma-weight", lemma_weight), ("--evidence", evidence))
+                                          ("--lemma-weight", lemma_weight), ("--evidence", evidence),
+                                          ("--backend", backend))
                  if value is not None]
         given += [encoding.option] if encoding is not None else []
         if given:
             raise InputError(f"{', '.join(given)}: only with --method encoder (the trained mention encoder), "
                              f"not with --method {method}")
     else:
+        if model is None:
+            model = _shipped_encoder(Path(dataset), mentions, split, log)
         if model is None:
             raise InputError("--method encoder needs --model MODEL_DIR (a mention encoder from `corefsearch train "
                              "clusterer`)")
@@ -195,6 +206,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
             check_lemma_weight(lemma_weight)
 
         check_device(device)
+        backend = resolve_backend(model, backend, device)
+        check_backend_device(backend, device)
         if encoding is not None:
             encoding.validate()
     if scope not in SCOPES:
@@ -240,7 +253,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
         assignment, tau, beta, encoded = _encoder_assignment(
             Path(dataset), split, found, groups, scope, Path(model), threshold, lemma_weight,
             DEFAULT_K if k is None else k, batch_size, device, stages, encoding, scored, evidence or "lemma",
-            DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap)
+            DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap, backend or "torch")
     elif method == "lemma-heuristic":
         sentence_overlap = DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap
         result = heuristic_clusters(mention_contexts(found.mentions, found.passage_texts), groups,
@@ -259,6 +272,7 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
                           tau, beta, stages, encoded, found.kind, found.detector, split, sentence_overlap,
                           pairs.kept if pairs is not None else None, pairs.total if pairs is not None else None)
     summary.scope = scope
+    summary.backend = backend if method == "encoder" else None
     if method == "encoder" and evidence == "lemma-heuristic" and pair_scorer is None:
         summary.evidence, summary.sentence_overlap = "lemma-heuristic", (
             DEFAULT_SENTENCE_OVERLAP if sentence_overlap is None else sentence_overlap)
@@ -267,6 +281,25 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     if scope == "predicted-topic":
         summary.topic_agreement, summary.subtopic_agreement = topic_agreements(found, doc_groups)
     return summary
+
+
+def _shipped_encoder(dataset: Path, mentions: str, split: str | None,
+                     log: Callable[[str], None] | None) -> Path | None:
+    """The shipped mention encoder for the type of the mentions to cluster (the split's gold clusters', or the
+    types the detector kept; both types: one for all), or None when no mention encoder is shipped."""
+    if default_shipped("clusterer") is None:
+        return None
+    dataset_ = Dataset(dataset)
+    if mentions == "gold":
+        types = {cluster.type for cluster in dataset_.clusters(split or "test")}
+    else:
+        types = set(dataset_.predicted_manifest().get("types") or ())
+    mention_type = next(iter(types)) if len(types) == 1 else ("all" if types else None)
+    shipped = shipped_default("clusterer", mention_type, log)
+    if shipped is None:
+        raise InputError(f"--method encoder needs --model MODEL_DIR (a mention encoder from `corefsearch train "
+                         f"clusterer`): no shipped mention encoder is for {mention_type} mentions{shipped_hint()}")
+    return Path(shipped)
 
 
 def topic_agreements(found: SplitMentions, doc_groups: dict[str, str]) -> tuple[Agreement | None, Agreement | None]:
@@ -284,8 +317,8 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
                         scope: str, model: Path, threshold: float | None, lemma_weight: float | None, k: int,
                         batch_size: int, device: str, stages: dict[str, float],
                         encoding: MentionEncoding | None = None, scored: dict[str, Any] | None = None,
-                        evidence: str = "lemma", sentence_overlap: float = DEFAULT_SENTENCE_OVERLAP
-                        ) -> tuple[dict[str, str], float, float, int]:
+                        evidence: str = "lemma", sentence_overlap: float = DEFAULT_SENTENCE_OVERLAP,
+                        backend: str = "torch") -> tuple[dict[str, str], float, float, int]:
     """Encode every mention of the split once, then cluster the vectors within each group (all pairs) or,
     for ``scope`` corpus, over the kNN graph of ``k`` neighbours, a shared head lemma taking β off a pair's
     distance; the assignment, the τ and β used and the number of distinct inputs encoded. The seconds of
@@ -296,7 +329,7 @@ def _encoder_assignment(dataset: Path, split: str, found: SplitMentions, groups:
     from corefsearch.cluster.model import MentionEncoder
 
     # Encoded elsewhere (--ray: by the workers), the encoder here only tokenises and batches, on the CPU.
-    encoder = MentionEncoder.load(model, resolve_device("cpu" if encoding is not None else device))
+    encoder = MentionEncoder.load(model, resolve_device("cpu" if encoding is not None else device), backend)
     tau = encoder.config.threshold if threshold is None else threshold
     if tau is None:
         raise InputError(f"{model}: the mention encoder records no threshold (it was trained without a dev split); "

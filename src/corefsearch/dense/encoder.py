@@ -30,6 +30,7 @@ from corefsearch.base.models import (
     resolve_device,
     resolve_model,
 )
+from corefsearch.base.onnx_backend import load_encoder_model
 from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
 from corefsearch.base.windows import query_window
@@ -99,9 +100,10 @@ class TextEncoder:
 
     @classmethod
     def load(cls, name_or_path: str | None = None, config: EncoderConfig | None = None,
-             device: str = "cpu") -> TextEncoder:
-        """Load from a saved encoder folder (its config wins) or any Hugging Face model."""
-        from transformers import AutoModel, AutoTokenizer
+             device: str = "cpu", backend: str = "torch", command: str | None = None) -> TextEncoder:
+        """Load from a saved encoder folder (its config wins) or any Hugging Face model; ``backend`` onnx|onnx-int8:
+        the folder's export on ONNX Runtime, on the CPU (``command``: what a missing one says to run)."""
+        from transformers import AutoTokenizer
 
         reference = resolve_model(name_or_path)
         saved = Path(reference) / ENCODER_CONFIG
@@ -111,8 +113,8 @@ class TextEncoder:
         if name_or_path not in (None, "", "default") and not saved.exists():
             config.base_model = reference
         tokenizer = load_offline(AutoTokenizer, reference, use_fast=True)
-        model = load_offline(AutoModel, reference)
-        return cls(model, tokenizer, config, device)
+        model = load_encoder_model(Path(reference), backend, command=command)
+        return cls(model, tokenizer, config, device if backend == "torch" else "cpu")
 
     def save(self, folder: Path) -> None:
         """A Hugging Face folder (safetensors weights, tokenizer with markers) plus the config."""

@@ -39,6 +39,7 @@ from corefsearch.base.artefacts import DENSE_SHARD, read_manifest
 from corefsearch.base.checks import all_at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import resolve_device
+from corefsearch.base.onnx_backend import resolve_backend
 from corefsearch.base.progress import track
 from corefsearch.datasets.dataset import Dataset
 from corefsearch.dense import faiss_index
@@ -185,11 +186,12 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
                       faiss_type: str = "flat", batch_size: int | None = None,
                       shard: tuple[int, int] | None = None,
                       device: str = "auto", overwrite: bool = False,
-                      chunk_size: int = CHUNK_SIZE, backend: str = "torch") -> DenseIndexSummary:
+                      chunk_size: int = CHUNK_SIZE, backend: str | None = None) -> DenseIndexSummary:
     """Encode every passage of ``dataset_dir`` and write ``out/dense`` (or, with ``shard=(I, N)``,
     only shard I's vectors into ``out/dense-shards/shard-I-of-N``); resumable, see the module doc.
     ``backend``: the passage encoder's runtime (torch, or ONNX Runtime with ``onnx``/``onnx-int8``
-    from the encoder folder's export), recorded in the manifest's ``encoding``. ``batch_size``: default
+    from the encoder folder's export; None: torch, or onnx-int8 for an inference-only folder), recorded in the
+    manifest's ``encoding`` as it ran. ``batch_size``: default
     by device, as ``index --dense`` (:func:`~corefsearch.dense.encoder.resolve_batch_size`)."""
     started = time.perf_counter()
     dataset = Dataset(dataset_dir)
@@ -203,8 +205,11 @@ def build_dense_index(dataset_dir: Path, out: Path, encoder: str | BiEncoder | N
     passages_sha256, count = scan_passages(dataset.passages_path)
     if count == 0:
         raise InputError(f"{dataset.passages_path} holds no passages")
-    batch_size = resolve_batch_size(batch_size, device, backend)
+    if encoder is None or isinstance(encoder, str):  # a folder that ships only int8 runs it, on the CPU
+        backend = resolve_backend(encoder, backend, device)
     model = load_encoder(encoder, device, backend, ("passage",))
+    backend = model.backend
+    batch_size = resolve_batch_size(batch_size, device, backend)
     encoder_info = encoder_record(model)
     dimension = int(encoder_info["dimension"])
     parameters = faiss_index.faiss_parameters(faiss_type, dimension, count) if shard is None else None

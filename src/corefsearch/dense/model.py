@@ -6,6 +6,11 @@ Saved layout (``corefsearch train retriever --out MODEL_DIR``)::
     MODEL_DIR/passage_encoder/    the same for passages (a copy when the encoder is shared)
     MODEL_DIR/corefsearch_retriever.json   lengths, pooling, markers, shared, base model
 
+An inference-only retriever folder (``corefsearch.export.ship``) holds each encoder's int8 export and no torch
+weights, and ``MODEL_DIR/fingerprints.json``: the fingerprints of the weights it was exported from (what an
+index records of its encoder), so that an index built with the trained folder is searched with it as it is.
+It loads with ``onnx-int8`` by default and runs nothing else.
+
 Any plain Hugging Face model (name or folder) also loads as a retriever: one shared
 encoder, mean pooling and no markers (an untrained model knows no marker tokens), the
 zero-shot baseline.
@@ -19,15 +24,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.base.artefacts import config_from_json
+from corefsearch.base.artefacts import config_from_json, read_json_object
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import RETRIEVER_CONFIG, RETRIEVER_QUERY_ENCODER, model_kind, resolve_model
-from corefsearch.base.onnx_backend import OnnxEncoder, check_backend, check_onnx_export
+from corefsearch.base.onnx_backend import (
+    SHIPPED_BACKEND,
+    OnnxEncoder,
+    check_onnx_export,
+    inference_only,
+    resolve_backend,
+)
 from corefsearch.dense.encoder import EncoderConfig, TextEncoder
 from corefsearch.dense.st_export import write_sentence_transformers_config
 
 QUERY_ENCODER = RETRIEVER_QUERY_ENCODER
 PASSAGE_ENCODER = "passage_encoder"
+FINGERPRINTS_FILE = "fingerprints.json"  # an inference-only folder's: the fingerprints of its torch weights
 
 
 @dataclass
@@ -83,10 +95,15 @@ class BiEncoder:
                 if not (folder / name).is_dir():
                     raise MissingArtefactError(f"{folder / name}: no such folder, the retriever is incomplete; "
                                                f"{remedy}")
-            query = TextEncoder.load(str(folder / QUERY_ENCODER), device=device)
-            passage = query if config.shared_encoder else TextEncoder.load(str(folder / PASSAGE_ENCODER),
-                                                                          device=device)
-            return cls(query, passage, config, reference=str(folder.resolve()), folder=folder)
+            backend = SHIPPED_BACKEND if inference_only(folder) else "torch"
+            command = f"corefsearch export-onnx {folder}"
+            query = TextEncoder.load(str(folder / QUERY_ENCODER), device=device, backend=backend, command=command)
+            passage = query if config.shared_encoder else TextEncoder.load(
+                str(folder / PASSAGE_ENCODER), device=device, backend=backend, command=command)
+            model = cls(query, passage, config, reference=str(folder.resolve()), folder=folder)
+            if backend != "torch":
+                model.backend, model._fingerprints = backend, _shipped_fingerprints(folder, remedy)
+            return model
         config = RetrieverConfig(shared_encoder=True, pooling="mean", markers=False,
                                  base_model=str(name_or_path or "default"))
         encoder = TextEncoder.load(name_or_path, EncoderConfig(pooling="mean", markers=False), device)
@@ -125,29 +142,37 @@ class BiEncoder:
             return {"query": self.folder / QUERY_ENCODER}
         return {"query": self.folder / QUERY_ENCODER, "passage": self.folder / PASSAGE_ENCODER}
 
-    def use_backend(self, backend: str, sides: tuple[str, ...] = ("query", "passage"),
+    def use_backend(self, backend: str | None, sides: tuple[str, ...] = ("query", "passage"),
                     threads: int | None = None) -> None:
         """Run the encoders of ``sides`` (query, passage) with ONNX Runtime on the CPU (``backend``
         ``onnx`` or ``onnx-int8``) from their folders' ``onnx/`` export (``corefsearch export-onnx
-        MODEL_DIR``), checked to be an export of the weights they hold now; ``torch`` changes nothing.
+        MODEL_DIR``), checked to be an export of the weights they hold now; ``torch`` changes nothing;
+        None: torch, or onnx-int8 for an inference-only folder (loaded so; any other backend is one line).
         Tokenisation, pooling and the fingerprints (of the torch weights) stay as they are."""
-        check_backend(backend)
+        backend = resolve_backend(self.folder, backend)
         if backend == "torch":
             return
         if self.folder is None:
             raise _no_export(self.reference, backend)
         folders = self.encoder_folders()
-        self._fingerprints = {"query": self.query_fingerprint(), "passage": self.passage_fingerprint()}
+        if self._fingerprints is None:
+            self._fingerprints = {"query": self.query_fingerprint(), "passage": self.passage_fingerprint()}
         command = f"corefsearch export-onnx {self.folder}"
         for side in sides:
             folder = folders.get(side, folders["query"])  # a shared encoder: query_encoder/
             encoder = self.query_encoder if side == "query" else self.passage_encoder
             if isinstance(encoder.model, OnnxEncoder):
-                continue  # shared, and already swapped
+                if threads is not None and encoder.model.threads != threads:  # inference-only: loaded with torch's
+                    encoder.model = OnnxEncoder(encoder.model.path, encoder.model.config, threads)
+                continue  # shared, and already swapped (or loaded so)
             path = check_onnx_export(folder, backend, command=command)
             encoder.model = OnnxEncoder(path, encoder.model.config, threads)
             encoder.device = "cpu"
         self.backend = backend
+
+    def fingerprints(self) -> dict[str, str]:
+        """``{"query": ..., "passage": ...}``: what :data:`FINGERPRINTS_FILE` of an inference-only copy records."""
+        return {"query": self.query_fingerprint(), "passage": self.passage_fingerprint()}
 
     def description(self) -> dict[str, Any]:
         return {"reference": self.reference, "config": asdict(self.config),
@@ -163,16 +188,25 @@ def _no_export(reference: str, backend: str) -> MissingArtefactError:
         f"with {reference or 'default'} is searched with DIR as it is)")
 
 
-def check_query_backend(reference: str | None, backend: str) -> None:
+def check_query_backend(reference: str | None, backend: str | None, device: str = "auto") -> None:
     """Before anything loads, what :meth:`BiEncoder.use_backend` checks of the query encoder: an ONNX ``backend``
-    runs its export, which only a retriever folder can hold (``corefsearch export-onnx``), made from its weights."""
-    check_backend(backend)
+    runs its export, which only a retriever folder can hold (``corefsearch export-onnx``), made from its weights
+    (None: torch, or onnx-int8 for an inference-only folder, on the CPU)."""
+    backend = resolve_backend(reference, backend, device)
     if backend == "torch":
         return
     if model_kind(reference) != "retriever":
         raise _no_export(str(reference or "default"), backend)
     folder = Path(str(reference))
     check_onnx_export(folder / RETRIEVER_QUERY_ENCODER, backend, command=f"corefsearch export-onnx {folder}")
+
+
+def _shipped_fingerprints(folder: Path, remedy: str) -> dict[str, str]:
+    """The fingerprints an inference-only retriever folder records (it has no torch weights to compute them)."""
+    record = read_json_object(folder / FINGERPRINTS_FILE, remedy, "fingerprints of the retriever's weights")
+    if not all(isinstance(record.get(side), str) for side in ("query", "passage")):
+        raise InputError(f"{folder / FINGERPRINTS_FILE}: no query and passage fingerprints; {remedy}")
+    return {"query": record["query"], "passage": record["passage"]}
 
 
 def _fingerprint(encoder: TextEncoder, config: RetrieverConfig) -> str:

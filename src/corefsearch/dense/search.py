@@ -41,14 +41,15 @@ class DenseSearcher:
 
     ``backend`` ``onnx`` or ``onnx-int8`` runs the query encoder with ONNX Runtime on the CPU
     (``threads`` intra-op threads; default torch's), from its folder's export (``corefsearch
-    export-onnx``); whatever backend encoded the passages (the manifest's ``encoding.backend``).
+    export-onnx``); whatever backend encoded the passages (the manifest's ``encoding.backend``). None: torch, or
+    onnx-int8 for an inference-only encoder folder.
     """
 
     name = "dense"
 
     def __init__(self, index: Path, encoder_ref: str | BiEncoder | None = None, device: str = "auto",
                  query_batch_size: int = 128, manifest: dict[str, Any] | None = None,
-                 passages: Any = None, backend: str = "torch", threads: int | None = None,
+                 passages: Any = None, backend: str | None = None, threads: int | None = None,
                  search_parameters: dict[str, int] | None = None) -> None:
         self.index = Path(index)
         self.manifest = manifest if manifest is not None else load_dense_manifest(self.index)
@@ -66,7 +67,7 @@ class DenseSearcher:
         check_backend_device(backend, device)
         try:
             self.model = load_encoder(encoder_ref if encoder_ref is not None else recorded["reference"],
-                                      device if backend == "torch" else "cpu")
+                                      device if backend in (None, "torch") else "cpu")
         except MissingArtefactError as err:
             if encoder_ref is not None:
                 raise

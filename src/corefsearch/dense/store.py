@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.base.artefacts import DENSE_INDEX, read_manifest
 from corefsearch.base.errors import MissingArtefactError
 from corefsearch.base.models import check_model_folder, resolve_device
-from corefsearch.base.onnx_backend import check_backend_device
+from corefsearch.base.onnx_backend import check_backend_device, resolve_backend
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.datasets.dataset import check_built_from
 from corefsearch.dense.model import BiEncoder
 
@@ -47,23 +48,27 @@ def shard_name(shard: tuple[int, int]) -> str:
 
 
 def portable_reference(reference: str) -> str:
-    """An encoder reference that still works from another directory: a folder becomes absolute."""
+    """An encoder reference that still works from another directory: a folder (a shipped model's name: its
+    folder) becomes absolute."""
     if reference in ("", "default"):
         return "default"
-    path = Path(reference)
+    path = Path(resolve_reference(reference))
     return str(path.resolve()) if path.exists() else reference
 
 
-def load_encoder(encoder: str | BiEncoder | None, device: str = "auto", backend: str = "torch",
+def load_encoder(encoder: str | BiEncoder | None, device: str = "auto", backend: str | None = None,
                  sides: tuple[str, ...] = ("query", "passage"), threads: int | None = None) -> BiEncoder:
     """A retriever from a folder, a Hugging Face name or ``default``; an instance passes through.
     ``backend`` ``onnx`` or ``onnx-int8``: the encoders of ``sides`` run with ONNX Runtime on the CPU
-    (``BiEncoder.use_backend``; an instance is switched in place)."""
+    (``BiEncoder.use_backend``; an instance is switched in place); None: torch, or onnx-int8 for an
+    inference-only folder (``model.backend`` says which ran)."""
     check_backend_device(backend, device)
     if isinstance(encoder, BiEncoder):
         model = encoder
     else:
         check_model_folder(encoder, "--encoder")
+        encoder = resolve_reference(encoder)  # a shipped retriever's name: its folder
+        backend = resolve_backend(encoder, backend, device)
         model = BiEncoder.load(encoder or "default", resolve_device(device if backend == "torch" else "cpu"))
     model.use_backend(backend, sides, threads)
     return model

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -11,6 +12,7 @@ from corefsearch.base.errors import InputError
 from corefsearch.base.models import DETECTOR_CONFIG, check_model_folder, model_kind
 from corefsearch.base.onnx_backend import check_backend
 from corefsearch.base.schema import MENTION_TYPES
+from corefsearch.base.shipped import shipped_default, shipped_hint
 from corefsearch.detect.heuristic import HeuristicDetector
 from corefsearch.detect.model import MentionDetector
 from corefsearch.io.write import sha256_file
@@ -24,14 +26,14 @@ class Detector(Protocol):
     def detect(self, texts: list[str], batch_size: int = 64) -> list[list[tuple[int, int, str, float]]]: ...
 
 
-def check_detector(reference: str | Path | None, backend: str = "torch", option: str = "--model") -> None:
+def check_detector(reference: str | Path | None, backend: str | None = None, option: str = "--model") -> None:
     """Refuse, before anything is loaded, a reference that is neither ``heuristic`` nor a detector folder,
     and a backend the heuristic cannot take."""
     check_backend(backend)
     if reference in (None, ""):
         raise InputError(f"{option}: give a detector folder from `corefsearch train detector`, or {HEURISTIC}")
     if str(reference) == HEURISTIC:
-        if backend != "torch":
+        if backend not in (None, "torch"):
             raise InputError(f"--backend {backend}: the {HEURISTIC} detector runs spaCy, not an encoder; leave "
                              "--backend out")
         return
@@ -40,12 +42,20 @@ def check_detector(reference: str | Path | None, backend: str = "torch", option:
     if kind != "detector":
         what = f"a {kind} folder" if kind else "not a detector folder"
         raise InputError(f"{option} {reference}: {what} (no {DETECTOR_CONFIG}); train a detector with "
-                         f"`corefsearch train detector`, or use {option} {HEURISTIC}")
+                         f"`corefsearch train detector`, or use {option} {HEURISTIC}{shipped_hint()}")
 
 
-def load_detector(reference: str | Path, device: str = "cpu", backend: str = "torch",
+def default_detector(types: list[str] | None = None, log: Callable[[str], None] | None = None) -> str | None:
+    """The folder of the shipped detector for ``types`` (None: every type), said through ``log``; None when no
+    shipped detector finds them."""
+    mention_type = types[0] if types is not None and len(set(types)) == 1 else "all"
+    return shipped_default("detector", mention_type, log)
+
+
+def load_detector(reference: str | Path, device: str = "cpu", backend: str | None = None,
                   types: list[str] | None = None) -> Any:
-    """The detector ``reference`` names (checked with :func:`check_detector` first), restricted to ``types``."""
+    """The detector ``reference`` names (checked with :func:`check_detector` first), restricted to ``types``;
+    ``backend`` None: torch, or onnx-int8 for a folder that ships only that export."""
     check_detector(reference, backend)
     if types is not None and any(t not in MENTION_TYPES for t in types):
         raise InputError(f"--mention-type must be one of {', '.join(MENTION_TYPES)} or all, got {','.join(types)}")

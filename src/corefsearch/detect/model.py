@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import DEFAULT_MODEL, DETECTOR_CONFIG, EncoderWithHead, load_offline, resolve_model
-from corefsearch.base.onnx_backend import OnnxEncoder, check_onnx_export
+from corefsearch.base.onnx_backend import OnnxEncoder, load_encoder_model, resolve_backend
 from corefsearch.base.precision import autocast
 from corefsearch.base.schema import MENTION_TYPES
 from corefsearch.detect.labels import IGNORE, spans_from_tags, tags_for_spans, trim
@@ -112,6 +112,7 @@ class MentionDetector(EncoderWithHead):
         self._attach(model, tokenizer, config, device)
         width = int(getattr(model.config, "hidden_size", 0) or model.config.dim)
         self.head = (head or _head_module(width, len(config.types), config.dropout)).to(device)
+        self.backend = "torch"  # the encoder's runtime (load's backend)
 
     @classmethod
     def from_base(cls, base_model: str | None, config: DetectorConfig, device: str = "cpu") -> MentionDetector:
@@ -124,21 +125,20 @@ class MentionDetector(EncoderWithHead):
         return cls(model, tokenizer, config, device)
 
     @classmethod
-    def load(cls, folder: Path, device: str = "cpu", backend: str = "torch") -> MentionDetector:
+    def load(cls, folder: Path, device: str = "cpu", backend: str | None = None) -> MentionDetector:
         """A detector folder from ``train detector``; ``backend`` onnx|onnx-int8 runs its encoder on ONNX
-        Runtime (the export of ``corefsearch export-onnx FOLDER``)."""
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        Runtime (the export of ``corefsearch export-onnx FOLDER``); None: torch, or onnx-int8 for a folder that
+        ships only that export (:func:`corefsearch.base.onnx_backend.resolve_backend`)."""
+        from transformers import AutoTokenizer
 
         folder = Path(folder)
         if not (folder / DETECTOR_CONFIG).is_file():
             raise MissingArtefactError(f"{folder}: not a mention detector folder (no {DETECTOR_CONFIG}); {TRAIN_HINT}")
         config = config_from_json(DetectorConfig, folder / DETECTOR_CONFIG, TRAIN_HINT, "detector configuration")
         tokenizer = load_offline(AutoTokenizer, str(folder))
-        if backend == "torch":
-            model = load_offline(AutoModel, str(folder))
-        else:
-            model = OnnxEncoder(check_onnx_export(folder, backend), load_offline(AutoConfig, str(folder)))
-        detector = cls(model, tokenizer, config, device)
+        backend = resolve_backend(folder, backend)
+        detector = cls(load_encoder_model(folder, backend), tokenizer, config, device if backend == "torch" else "cpu")
+        detector.backend = backend
         detector.load_head(folder, TRAIN_HINT)
         detector.train(False)
         return detector

@@ -25,12 +25,13 @@ from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, now,
 from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.base.models import check_device, resolve_device
-from corefsearch.base.onnx_backend import check_backend_device
+from corefsearch.base.onnx_backend import check_backend_device, resolve_backend
 from corefsearch.base.progress import new_progress, progress_enabled
 from corefsearch.base.schema import MENTION_TYPES, Passage, PredictedMention
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.datasets.dataset import PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS_FILE, Dataset
 from corefsearch.dense.chunks import scan_passages
-from corefsearch.detect.detectors import check_detector, detector_reference, load_detector
+from corefsearch.detect.detectors import check_detector, default_detector, detector_reference, load_detector
 from corefsearch.io.write import atomic_file, dump_json_line, sha256_file
 
 SHARD_SIZE = 4096
@@ -107,16 +108,20 @@ def _local(reference: str, device: str, backend: str, types: list[str] | None) -
     yield load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", backend, types)
 
 
-def detect_dataset(dataset_dir: Path, model: str, *, batch_size: int = 64, device: str = "auto",
-                   backend: str = "torch", types: list[str] | None = None, overwrite: bool = False,
+def detect_dataset(dataset_dir: Path, model: str | Path | None, *, batch_size: int = 64, device: str = "auto",
+                   backend: str | None = None, types: list[str] | None = None, overwrite: bool = False,
                    shard_size: int = SHARD_SIZE, log: Any = None, detection: Detection | None = None) -> DetectSummary:
-    """Detect the mentions of every passage of ``dataset_dir`` with ``model`` (``heuristic`` or a detector
-    folder) and write them as the dataset's predicted mentions (see the module docstring). ``detection``:
-    where the detector runs instead of here (e.g. on a Ray cluster), to the same mentions."""
+    """Detect the mentions of every passage of ``dataset_dir`` with ``model`` (``heuristic``, a detector
+    folder or a shipped detector's name; None: the shipped detector, said through ``log``) and write them as the
+    dataset's predicted mentions (see the module docstring). ``detection``:
+    where the detector runs instead of here (e.g. on a Ray cluster), to the same mentions. ``backend`` None: torch,
+    or onnx-int8 for a folder that ships only that export; the manifest records the one used."""
     log = log or (lambda message: None)
-
+    # a shipped detector's name: its folder; none: the shipped detector for ``types``, when there is one
+    model = resolve_reference(model) if model is not None else default_detector(types, log)
     check_detector(model, backend)
     check_device(device)
+    backend = resolve_backend(model, backend, device)
     check_backend_device(backend, device)
     if detection is not None:
         detection.validate()
@@ -204,7 +209,7 @@ def dataset_detector(dataset: Dataset, device: str = "auto") -> tuple[Any, dict[
         raise InputError(f"{reference} holds other weights than the detector that found {dataset.root}'s predicted "
                          f"mentions; {again}")
     types = list(manifest.get("types") or MENTION_TYPES)
-    detector = load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", "torch", types)
+    detector = load_detector(reference, resolve_device(device) if reference != "heuristic" else "cpu", None, types)
     return detector, manifest
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import DENSE_SHARD, find_manifest
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.onnx_backend import resolve_backend
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Passage
 from corefsearch.datasets.dataset import Dataset
@@ -142,7 +143,7 @@ def _check_ray_arguments(a: dict[str, Any]) -> None:
 def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_options: RayOptions,
                              faiss_type: str = "flat", batch_size: int = DEFAULT_BATCH_SIZE, device: str = "auto",
                              overwrite: bool = False, chunk_size: int | None = None,
-                             backend: str = "torch") -> DenseIndexSummary:
+                             backend: str | None = None) -> DenseIndexSummary:
     """``indexing.build_dense_index`` with the encoding spread over a Ray cluster (see the module
     doc): the shards of ``--shard I/N`` (N workers) in ``out/dense-shards``, merged into ``out/dense``.
     Complete shards of an earlier run with the same passages, encoder and settings are kept.
@@ -164,7 +165,8 @@ def build_dense_index_on_ray(dataset_dir: Path, out: Path, encoder: str, ray_opt
     reference = store.portable_reference(encoder)  # a folder made absolute: the workers start elsewhere
     # The driver loads the encoder only for its record (fingerprint, dimension) and the checks of the
     # local path (a reader given as encoder, a missing ONNX export), on the CPU: it encodes nothing.
-    model = store.load_encoder(reference, "cpu", backend, ("passage",))
+    model = store.load_encoder(reference, "cpu", resolve_backend(reference, backend, device), ("passage",))
+    backend = model.backend  # as resolved (onnx-int8 for an inference-only folder): what the workers run
     encoder_info = chunks.encoder_record(model)
     del model
     dimension = int(encoder_info["dimension"])

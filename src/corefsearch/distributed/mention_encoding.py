@@ -34,13 +34,13 @@ if TYPE_CHECKING:
 class MentionWorker:
     """A Ray actor: loads the mention encoder once, then encodes blocks of batches of tokenised mentions."""
 
-    def __init__(self, folder: str, device: str, threads: int) -> None:
+    def __init__(self, folder: str, device: str, threads: int, backend: str | None = None) -> None:
         import torch
 
         from corefsearch.cluster.model import MentionEncoder
 
         torch.set_num_threads(threads)
-        self.encoder = carried(lambda: MentionEncoder.load(Path(folder), device))
+        self.encoder = carried(lambda: MentionEncoder.load(Path(folder), device, backend))
 
     def encode(self, batches: list[list[Any]]) -> tuple[str | None, Any]:
         return carried(lambda: uncarried(self.encoder).encode_batches(batches))
@@ -59,8 +59,8 @@ def encode_mentions_on_ray(encoder: MentionEncoder, folder: Path, records: Seque
         workers = plan_workers(ray, ray_options, device)
         actor = ray.remote(MentionWorker).options(num_cpus=workers.cpus, num_gpus=workers.gpus)
         parts = blocks(len(plan.batches), workers.workers)
-        pool = ActorPool([actor.remote(str(Path(folder).resolve()), workers.device, ray_options.threads)
-                                   for _ in range(min(workers.workers, len(parts)))])
+        pool = ActorPool([actor.remote(str(Path(folder).resolve()), workers.device, ray_options.threads,
+                                       encoder.backend) for _ in range(min(workers.workers, len(parts)))])
         work = [[[plan.inputs[i] for i in plan.batches[b]] for b in part] for part in parts]
         outputs: list[np.ndarray] = []
         for answer in track(pool.map(lambda worker, block: worker.encode.remote(block), work),

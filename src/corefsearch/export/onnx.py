@@ -1,13 +1,13 @@
 """``corefsearch export-onnx MODEL_DIR``: export the transformer encoder(s) of a model folder to
 ONNX (and their dynamic int8 quantisation), beside their weights, for ``--backend onnx|onnx-int8``.
 
-A reader or a detector folder has one encoder (exported to ``MODEL_DIR/onnx/``); a retriever folder one or two
-(``MODEL_DIR/query_encoder/onnx/``, and ``MODEL_DIR/passage_encoder/onnx/`` unless the encoder is
-shared); ``export-onnx default --out DIR`` (or a Hugging Face model instead of ``default``) writes
+A reader, a mention encoder (clusterer) or a detector folder has one encoder (exported to ``MODEL_DIR/onnx/``); a
+retriever folder one or two (``MODEL_DIR/query_encoder/onnx/``, and ``MODEL_DIR/passage_encoder/onnx/`` unless the
+encoder is shared); ``export-onnx default --out DIR`` (or a Hugging Face model instead of ``default``) writes
 the zero-shot retriever of that model to ``DIR`` and exports it there, as the bundled model's own
 folder is not corefsearch's to write. Every encoder goes through :func:`export_encoder`, given the
 encoder and sample inputs made by its own model class (the reader's windows, the retriever's
-passage and query batches).
+passage and query batches, the mention encoder's marked mentions, the detector's windows).
 
 The encoder is exported from torch (``AutoModel`` → ``last_hidden_state``) with dynamic batch
 and sequence axes and the inputs corefsearch passes it (``input_ids``, ``attention_mask`` and,
@@ -24,7 +24,8 @@ its difference to torch is reported, not bounded (quantisation changes the numbe
 Each file is written under a temporary name in the ``onnx/`` folder and renamed into place when
 complete; ``onnx/export.json`` (written last) records the checksum of the weights exported, which
 ``--backend onnx`` checks (see :mod:`corefsearch.base.onnx_backend`), the fusions and the
-quantisation's settings, and each file's nodes by operator type.
+quantisation's settings, and each file's sha256 and nodes by operator type. A folder that ships only its
+int8 export (:func:`corefsearch.base.onnx_backend.inference_only`) has no weights to export again.
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ from typing import Any
 
 from corefsearch.base.artefacts import ONNX_EXPORT, manifest_record, versions, write_manifest
 from corefsearch.base.errors import InputError
-from corefsearch.base.models import DETECTOR_CONFIG, READER_CONFIG, RETRIEVER_CONFIG, check_model_folder, model_kind
+from corefsearch.base.models import (
+    CLUSTERER_CONFIG,
+    DETECTOR_CONFIG,
+    READER_CONFIG,
+    RETRIEVER_CONFIG,
+    check_model_folder,
+    model_kind,
+)
 from corefsearch.base.onnx_backend import (
     EXPORT_RECORD,
     ONNX_DIR,
@@ -50,9 +58,13 @@ from corefsearch.base.onnx_backend import (
     OUTPUT_NAME,
     WEIGHTS_FILE,
     OnnxEncoder,
+    inference_only,
     weights_checksum,
 )
 from corefsearch.base.schema import Query
+from corefsearch.base.shipped import resolve_reference
+from corefsearch.cluster.inputs import MentionRecord
+from corefsearch.cluster.model import MentionEncoder
 from corefsearch.dense.model import BiEncoder
 from corefsearch.detect.model import MentionDetector
 from corefsearch.export.graph import (
@@ -64,7 +76,7 @@ from corefsearch.export.graph import (
     quantize_int8,
     resolve_fuse,
 )
-from corefsearch.io.write import atomic_directory
+from corefsearch.io.write import atomic_directory, sha256_file
 from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
 
@@ -110,7 +122,7 @@ class ExportSummary:
     files: list[ExportedFile]
     removed: list[Path]  # an int8 file of earlier weights, removed by --no-quantize
     seconds: float
-    kind: str = "encoder"  # reader | retriever: the kind of model folder
+    kind: str = "encoder"  # reader | retriever | clusterer | detector: the kind of model folder
 
 
 @contextlib.contextmanager
@@ -266,7 +278,8 @@ def export_encoder(folder: Path, model: Any, trace: dict[str, Any], checks: list
         os.replace(tmp_fp32, fp32)
     write_manifest(record_path, manifest_record(ONNX_EXPORT, {
         "weights_sha256": checksum,
-        "files": {f.path.name: {"max_abs_diff": f.max_abs_diff, "nodes": nodes[f.path.name]} for f in files},
+        "files": {f.path.name: {"max_abs_diff": f.max_abs_diff, "sha256": "sha256:" + sha256_file(f.path),
+                                "nodes": nodes[f.path.name]} for f in files},
         "inputs": list(trace), "output": OUTPUT_NAME, "opset": OPSET, "fusion": fusion,
         "quantization": quantization_settings(options.quantize_ops) if options.quantize else None,
         "versions": versions("torch", "onnx", "onnxruntime")}))
@@ -278,7 +291,8 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
                 fuse: bool | None = None) -> ExportSummary:
     """Export the encoder(s) of a model folder to ONNX, each into its own ``onnx/`` folder:
 
-    - a reader (``corefsearch_reader.json``): its encoder, into ``folder/onnx/``;
+    - a reader (``corefsearch_reader.json``), a mention encoder (``corefsearch_clusterer.json``) or a detector
+      (``corefsearch_detector.json``): its encoder, into ``folder/onnx/``;
     - a retriever (``corefsearch_retriever.json``): each encoder it loads, into
       ``folder/query_encoder/onnx/`` and ``folder/passage_encoder/onnx/`` (only the first when the
       encoder is shared: the passage folder is then a copy the retriever does not load);
@@ -289,6 +303,7 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
       (site-packages) is never written to.
     """
     started = time.perf_counter()
+    folder = resolve_reference(folder)  # a shipped model's name: its folder
     options = ExportOptions(quantize, quantize_ops, fuse)
     if out is not None:
         summary = _export_zero_shot(str(folder), Path(out), options, log)
@@ -296,16 +311,22 @@ def export_onnx(folder: Path | str, quantize: bool = True, log: Callable[[str], 
         check_model_folder(folder, "MODEL_DIR")
         folder = Path(folder)
         kind = model_kind(folder)
+        if inference_only(folder):
+            raise InputError(f"{folder} ships only its int8 ONNX export (no torch weights to export again); export the "
+                             "trained folder it was written from")
         if kind == "reader":
             summary = _export_reader(folder, options, log)
         elif kind == "retriever":
             summary = _export_retriever(folder, options, log)
         elif kind == "detector":
             summary = _export_detector(folder, options, log)
+        elif kind == "clusterer":
+            summary = _export_clusterer(folder, options, log)
         else:
             zero_shot = "default" if str(folder) == "default" else str(folder)
-            raise InputError(f"{folder} is not a reader, retriever or detector folder (it holds none of "
-                             f"{READER_CONFIG}, {RETRIEVER_CONFIG}, {DETECTOR_CONFIG}); for the bundled default "
+            raise InputError(f"{folder} is not a reader, retriever, mention encoder or detector folder (it holds none "
+                             f"of {READER_CONFIG}, {RETRIEVER_CONFIG}, {CLUSTERER_CONFIG}, {DETECTOR_CONFIG}); for the "
+                             "bundled default "
                              "encoder or a Hugging Face model, write an exported copy with `corefsearch export-onnx "
                              f"{zero_shot} --out DIR` and pass --encoder DIR")
     summary.seconds = time.perf_counter() - started
@@ -329,6 +350,27 @@ def _export_detector(folder: Path, options: ExportOptions, log: Callable[[str], 
     check = detector.pad(windows)
     summary = export_encoder(folder, detector.model, trace, [check], options, log)
     summary.kind = "detector"
+    return summary
+
+
+def _export_clusterer(folder: Path, options: ExportOptions, log: Callable[[str], None] | None) -> ExportSummary:
+    """A mention encoder's encoder, traced on its own inputs of sample mentions (a short context and a long one,
+    one row padded), checked on every sample passage's mention (another batch size and length)."""
+    encoder = MentionEncoder.load(folder, "cpu", backend="torch")
+    encoder.train(False)
+    records = []
+    for i, text in enumerate((SAMPLE_QUERY[0], *SAMPLE_PASSAGES)):
+        word = SAMPLE_QUERY[1] if i == 0 else max(text.split(), key=len).strip(".,")
+        start = text.index(word)
+        records.append(MentionRecord(f"export-{i}", "export", "export", None, f"export-{i}", word, start,
+                                     start + len(word), text, " ".join(SAMPLE_PASSAGES[:2])))
+
+    def inputs(batch: list[MentionRecord]) -> dict[str, Any]:
+        return {k: v for k, v in encoder.batch(batch).items() if k in MODEL_INPUTS}
+
+    summary = export_encoder(folder, encoder.model, inputs([records[-1], records[2]]), [inputs(records)], options,
+                             log)
+    summary.kind = "clusterer"
     return summary
 
 

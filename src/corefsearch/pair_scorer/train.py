@@ -29,6 +29,7 @@ import numpy as np
 from corefsearch.base.artefacts import write_manifest
 from corefsearch.base.errors import InputError
 from corefsearch.base.model_card import write_model_card
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.cluster.candidates import LINKAGES, assignment_of, candidate_pairs, probability_grid
 from corefsearch.cluster.encoder import split_records
 from corefsearch.cluster.inputs import MentionRecord
@@ -165,6 +166,7 @@ def train_pair_scorer(dataset_dir: Path, out: Path, args: PairScorerTrainingArgu
     """Train a pair scorer on the train clusters of ``dataset_dir`` (candidates from the mention encoder
     ``encoder`` and head lemmas; dev picks the epoch, threshold and linkage) into ``out``."""
     args = args or PairScorerTrainingArguments()
+    encoder = resolve_reference(encoder)  # a shipped mention encoder's name: its folder
     if args.neighbours and encoder is None:
         raise InputError(f"--neighbours {args.neighbours} takes each mention's nearest mentions by a mention encoder: "
                          "give --encoder DIR (from `corefsearch train clusterer`), or --neighbours 0")

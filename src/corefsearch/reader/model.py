@@ -34,6 +34,7 @@ from corefsearch.base.models import (
     model_kind,
     resolve_model,
 )
+from corefsearch.base.onnx_backend import load_encoder_model, resolve_backend
 from corefsearch.reader.inputs import PairWindow
 from corefsearch.reader.spans import top_spans
 
@@ -158,16 +159,20 @@ class CrossEncoderReader(EncoderWithHead):
         return config_from_json(ReaderConfig, config_path, remedy, "reader configuration")
 
     @classmethod
-    def load(cls, folder: Path, device: str = "cpu") -> CrossEncoderReader:
-        """A reader saved by :meth:`save` (``corefsearch train reader``)."""
-        from transformers import AutoModel, AutoTokenizer
+    def load(cls, folder: Path, device: str = "cpu", backend: str | None = None,
+             threads: int | None = None) -> CrossEncoderReader:
+        """A reader saved by :meth:`save` (``corefsearch train reader``); ``backend`` onnx|onnx-int8 runs its encoder
+        on ONNX Runtime (on the CPU, ``threads`` intra-op threads); None: torch, or onnx-int8 for a folder that
+        ships only that export (:func:`corefsearch.base.onnx_backend.resolve_backend`)."""
+        from transformers import AutoTokenizer
 
         folder = Path(folder)
         config = cls.read_config(folder)
         remedy = f"copy the reader folder {folder} again, or train it again (`corefsearch train reader`)"
         tokenizer = load_offline(AutoTokenizer, str(folder), use_fast=True)
-        model = load_offline(AutoModel, str(folder))
-        reader = cls(model, tokenizer, config, device=device)
+        backend = resolve_backend(folder, backend)
+        model = load_encoder_model(folder, backend, threads)
+        reader = cls(model, tokenizer, config, device=device if backend == "torch" else "cpu")
         reader.load_head(folder, remedy)
         return reader
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corefsearch.base.models import resolve_device
-from corefsearch.base.onnx_backend import OnnxEncoder, check_backend_device, check_onnx_export
+from corefsearch.base.onnx_backend import check_backend_device, resolve_backend
 from corefsearch.base.precision import autocast
 from corefsearch.base.schema import Query, SpanRecord
 from corefsearch.base.windows import QueryWindow, query_window
@@ -75,19 +75,17 @@ class Reader:
         self._tokens: OrderedDict[str, PassageTokens] = OrderedDict()
 
     @classmethod
-    def load(cls, folder: Path, device: str = "cpu", batch_size: int | None = None, backend: str = "torch",
+    def load(cls, folder: Path, device: str = "cpu", batch_size: int | None = None, backend: str | None = None,
              threads: int | None = None, pass_overhead: int | None = PASS_OVERHEAD_TOKENS) -> Reader:
         """The reader saved in ``folder``; ``backend`` ``onnx`` or ``onnx-int8`` runs its encoder with
         ONNX Runtime (on the CPU, ``threads`` intra-op threads) from the folder's ``onnx/`` export
-        (``corefsearch export-onnx``), the head in torch."""
+        (``corefsearch export-onnx``), the head in torch; None: torch, or onnx-int8 for a folder that ships
+        only that export."""
         check_backend_device(backend, device)
         folder = Path(folder)
-        if backend == "torch":
-            return cls(CrossEncoderReader.load(folder, resolve_device(device)), batch_size, pass_overhead)
-        model = CrossEncoderReader.load(folder, "cpu")  # the tokenizer, head and config (and a check it is one)
-        path = check_onnx_export(folder, backend)
-        model.model = OnnxEncoder(path, model.model.config, threads)
-        return cls(model, batch_size, pass_overhead)
+        backend = resolve_backend(folder, backend, device)
+        return cls(CrossEncoderReader.load(folder, resolve_device(device) if backend == "torch" else "cpu", backend,
+                                           threads), batch_size, pass_overhead)
 
     @property
     def config(self) -> Any:

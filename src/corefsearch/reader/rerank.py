@@ -11,8 +11,9 @@ from typing import Any
 from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, check_model_folder, model_kind
-from corefsearch.base.onnx_backend import check_backend_device, check_onnx_export
+from corefsearch.base.onnx_backend import check_backend_device, check_onnx_export, resolve_backend
 from corefsearch.base.schema import Hit, Query
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.fusion import reciprocal_rank_fusion
 from corefsearch.reader.model import CrossEncoderReader
 from corefsearch.reader.read import Reader
@@ -33,7 +34,9 @@ class ReaderOptions:
     # windows per forward pass at most (None or 0: no cap); a query's windows are read in length
     # buckets either way (Reader, reader/inputs.length_buckets)
     batch_size: int | None = None
-    backend: str = "torch"  # the encoder's runtime: torch | onnx | onnx-int8 (MODEL_DIR/onnx/, export-onnx)
+    # the encoder's runtime: torch | onnx | onnx-int8 (MODEL_DIR/onnx/, export-onnx); None: torch, or onnx-int8 for a
+    # folder that ships only that export (validate resolves it, so that what is recorded is what runs)
+    backend: str | None = None
     threads: int | None = None  # ONNX Runtime intra-op threads (default: torch's)
     device: str = "auto"
     # queries whose windows `search` reads together, in passes across them (1: each query alone); the
@@ -59,7 +62,9 @@ class ReaderOptions:
             raise InputError(f"reader batch size must be at least 1 (0: no cap), got {self.batch_size}")
 
         check_backend_device(self.backend, self.device)
+        self.model = resolve_reference(self.model)  # a shipped reader's name: its folder
         check_model_folder(Path(self.model), "--reader")
+        self.backend = resolve_backend(self.model, self.backend, self.device)
         if self.backend != "torch" and model_kind(self.model) == "reader":  # else: "not a reader"
             check_onnx_export(Path(self.model), self.backend)
 

@@ -13,7 +13,7 @@ question may change (its ``k``, ``rerank_k``, ``rounds``, ``cluster``: :meth:`Se
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device, check_model_folder
 from corefsearch.base.onnx_backend import check_backend_device
+from corefsearch.base.shipped import resolve_reference, shipped_default
 from corefsearch.dense.model import check_query_backend
 from corefsearch.dense.store import DENSE_DIR, load_dense_manifest
 from corefsearch.detect.detectors import check_detector
@@ -47,10 +48,10 @@ class RetrievalOptions:
     device: str = field(default="auto", metadata={"help": "Dense and reader: auto | cpu | cuda."})
     fusion: FusionOptions = field(default_factory=FusionOptions)
     # the dense query encoder's runtime: torch | onnx | onnx-int8 (its folder's onnx/, `corefsearch export-onnx`)
-    backend: str = field(default="torch", metadata={"help": (
+    backend: str | None = field(default=None, metadata={"help": (
         "Run the transformer encoders (the dense query encoder with --retriever dense|hybrid, the reader's with "
-        "--reader) with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, from the exports "
-        "`corefsearch export-onnx MODEL_DIR` writes).")})
+        "--reader) with torch | onnx | onnx-int8 (ONNX Runtime on the CPU, from the exports `corefsearch export-onnx "
+        "MODEL_DIR` writes); default torch, or onnx-int8 for a folder that ships only that export.")})
     # search-time FAISS settings over the manifest's (--ef-search: HNSW, --nprobe: IVF-PQ; None: the manifest's),
     # checked against the index by DenseSearcher (faiss_index.check_search_parameters)
     ef_search: int | None = field(default=None, metadata={"option": "--ef-search", "help": (
@@ -144,7 +145,8 @@ class ExpansionOptions:
         "at query time (default: the dataset's stored predicted mentions from `corefsearch detect`, else "
         "heuristic).")})
     encoder: Path | None = field(default=None, metadata={"option": "--mention-encoder", "help": (
-        "With --rounds 2 --candidates detected|gold: the mention encoder folder (`train clusterer`).")})
+        "With --rounds 2 --candidates detected|gold: the mention encoder folder (`train clusterer`) or a shipped "
+        "model's name (default: the shipped event mention encoder, when there is one).")})
     # encoder source: a passage whose nearest mention is less similar to the query's (cosine) gives no expansion
     min_similarity: float | None = field(default=DEFAULT_MIN_SIMILARITY, metadata={
         "option": "--expand-min-similarity", "help": (
@@ -316,12 +318,14 @@ class SearchOptions:
     def mention_encoder(self) -> Path | None:
         return self.expansion.encoder if self.expansion is not None else None
 
-    def check(self, index: Path | None = None) -> SearchOptions:
-        """Validate the options together, before anything loads, and resolve the second round's candidates (in
-        place, once; a second call does nothing). ``index``: also check that an ONNX ``--backend`` has an
-        export of the dense query encoder to run."""
+    def check(self, index: Path | None = None, log: Callable[[str], None] | None = None) -> SearchOptions:
+        """Validate the options together, before anything loads, and resolve the models (:meth:`resolve_models`)
+        and the second round's candidates (in place, once; a second call does nothing). ``index``: also check
+        that an ONNX ``--backend`` has an export of the dense query encoder to run. ``log``: where to say which
+        shipped model a default took."""
         if self.checked:
             return self
+        self.resolve_models(log)
         for name in self.names:
             check_retriever_name(name)
             replace(self.retrieval, retriever=name).validate()
@@ -345,15 +349,35 @@ class SearchOptions:
         self.checked = True
         return self
 
+    def resolve_models(self, log: Callable[[str], None] | None = None) -> None:
+        """Each model reference as a folder (a shipped model's name: its folder, so that a run records the
+        folder), and the shipped event mention encoder where the second round's candidates or the cluster answer
+        need a mention encoder and none is given (said through ``log``); with none shipped, nothing is added."""
+        self.retrieval = replace(self.retrieval, encoder=resolve_reference(self.retrieval.encoder))
+        if self.reader is not None:
+            self.reader = replace(self.reader, model=resolve_reference(self.reader.model))
+        expansion = self.expansion
+        if expansion is not None:
+            self.expansion = replace(expansion, encoder=resolve_reference(expansion.encoder),
+                                     detector=resolve_reference(expansion.detector))
+        if self.mention_encoder is not None:
+            return
+        needed = self.cluster or (expansion is not None and expansion.active
+                                  and expansion.candidates_for(self.reader is not None) != "reader")
+        shipped = shipped_default("clusterer", "event", log) if needed else None  # the queries mark events
+        if shipped is not None:
+            self.expansion = replace(self.expansion or ExpansionOptions(), encoder=Path(shipped))
+
     def _check_backend(self, index: Path) -> None:
-        """An ONNX ``--backend`` for a dense query encoder that has no export to run."""
-        if self.retrieval.backend == "torch" or not any(uses_dense(name) for name in self.names):
+        """An ONNX ``--backend`` for a dense query encoder that has no export to run, or another than onnx-int8 for
+        one that ships only that export."""
+        if not any(uses_dense(name) for name in self.names):  # torch too: an inference-only encoder refuses it
             return
         encoder = self.retrieval.encoder
         if encoder is None and (index / DENSE_DIR).is_dir():  # else: opening it says what is missing
             encoder = load_dense_manifest(index)["encoder"]["reference"]
         if encoder is not None:
-            check_query_backend(encoder, self.retrieval.backend)
+            check_query_backend(encoder, self.retrieval.backend, self.retrieval.device)
 
     @property
     def second_round(self) -> ExpansionOptions:

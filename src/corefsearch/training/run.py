@@ -25,6 +25,7 @@ from corefsearch.base.artefacts import manifest_record, training_kind, versions
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_model_folder, resolve_device
 from corefsearch.base.precision import resolve, using
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.io.write import sha256_file
 from corefsearch.training.checkpoint import WorkDir
 from corefsearch.training.common import Log, claim_work_dir, default_log, seed_everything, set_threads
@@ -115,11 +116,13 @@ class Run:
 def start_run(args: TrainingArguments, out: Path, *, overwrite: bool, log: Log | None,
               open_inputs: Callable[[], T]) -> tuple[Run, T]:
     """The prologue of every trainer: check the arguments, set the CPU threads, check the base
-    model folder, open the trainer's inputs (``open_inputs()``: the dataset, a run file, ... and
-    their errors), refuse an existing ``OUT`` unless ``overwrite``, resolve the device.
+    model folder (a shipped model's name becomes its folder), open the trainer's inputs (``open_inputs()``:
+    the dataset, a run file, ... and their errors), refuse an existing ``OUT`` unless ``overwrite``, resolve
+    the device.
     Returns the run and what ``open_inputs`` returned."""
     args.validate()
     set_threads(args.threads)
+    args.base_model = resolve_reference(args.base_model)  # a shipped model's name: its folder (as recorded)
     check_model_folder(args.base_model, "--base-model")
     inputs = open_inputs()
     out = Path(out)

@@ -13,6 +13,7 @@ from corefsearch.base.artefacts import now, write_manifest
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import check_device
 from corefsearch.base.onnx_backend import check_backend_device
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.datasets.dataset import iter_passages
 from corefsearch.dense import faiss_index
 from corefsearch.dense import store as dense
@@ -50,9 +51,10 @@ class DenseIndexOptions:
     device: str = field(default="auto", metadata={"help": "With --dense: auto | cpu | cuda."})
     chunk_size: int = field(default=8192, metadata={"help": (  # the unit of resumption and of shards
         "With --dense: passages per saved chunk (what an interrupted run resumes from; shards are whole chunks).")})
-    backend: str = field(default="torch", metadata={"help": (  # the passage encoder's runtime
-        "With --dense: run the passage encoder with torch (default) | onnx | onnx-int8 (ONNX Runtime on the CPU, "
-        "from the export `corefsearch export-onnx MODEL_DIR` writes; recorded in the manifest).")})
+    backend: str | None = field(default=None, metadata={"help": (  # the passage encoder's runtime
+        "With --dense: run the passage encoder with torch | onnx | onnx-int8 (ONNX Runtime on the CPU, from the export "
+        "`corefsearch export-onnx MODEL_DIR` writes; recorded in the manifest); default torch, or onnx-int8 for a "
+        "folder that ships only that export.")})
     # corefsearch.distributed.session.RayOptions: encode on a Ray cluster (`--ray`)
     ray: Any = field(default=None, metadata={"cli": False})
 
@@ -60,7 +62,9 @@ class DenseIndexOptions:
         """What no builder checks: the device, the backend on that device and the combinations of
         options. Each value the builder takes (``--faiss``, ``--batch-size``, ``--chunk-size``, ``--shard``,
         ``--merge-shards``, the Ray options) is checked once, by the builder that runs, before its
-        output guard and before any work."""
+        output guard and before any work. A shipped retriever's name becomes its folder (what the manifest
+        records)."""
+        self.encoder = resolve_reference(self.encoder)
         check_device(self.device)
         check_backend_device(self.backend, self.device)
         if self.ray is not None and (self.shard is not None or self.merge_shards is not None):
@@ -70,7 +74,7 @@ class DenseIndexOptions:
             if self.shard is not None:
                 raise InputError("--shard and --merge-shards do not go together: encode each shard with "
                                  "--shard I/N, then merge them with --merge-shards N")
-            if self.backend != "torch":
+            if self.backend not in (None, "torch"):
                 raise InputError("--backend chooses how passages are encoded; --merge-shards encodes none (each "
                                  "shard's manifest records its backend): leave --backend out")
         elif not self.encoder:
@@ -155,7 +159,8 @@ class DenseBackend:
                 count += len(chunk)
         faiss_index.write_index(faiss, staged / dense.FAISS_FILE)
         link_pyserini_names(staged)
-        addition: dict[str, Any] = {"passages": count, "added": now(), "encode_seconds": round(timer[0], 3)}
+        addition: dict[str, Any] = {"passages": count, "added": now(), "encode_seconds": round(timer[0], 3),
+                                    "backend": prepared.backend}  # onnx-int8 for an inference-only encoder
         if parameters.get("type") == "ivfpq":
             addition["note"] = "added with the quantiser trained at build time (not retrained)"
         manifest.update({"passages_sha256": sha256_file(passages_path), "passages": old_count + count,
