@@ -38,7 +38,7 @@ from corefsearch.base.models import (
 from corefsearch.base.onnx_backend import OnnxEncoder, load_encoder_model, resolve_backend
 from corefsearch.base.precision import autocast
 from corefsearch.base.progress import track
-from corefsearch.base.shipped import shipped_hint
+from corefsearch.base.shipped import resolve_reference, shipped_hint
 from corefsearch.cluster.inputs import (
     ENTITY_END,
     ENTITY_START,
@@ -190,7 +190,7 @@ class MentionEncoder(EncoderWithHead):
         that ships only that export (:func:`corefsearch.base.onnx_backend.resolve_backend`)."""
         from transformers import AutoTokenizer
 
-        folder = Path(folder)
+        folder = Path(resolve_reference(folder))  # a shipped model's name, or a folder
         if not folder.is_dir():
             raise MissingArtefactError(f"{folder}: no such mention encoder folder; {TRAIN_HINT}{shipped_hint()}")
         config_path = folder / CLUSTERER_CONFIG

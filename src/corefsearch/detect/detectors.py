@@ -12,7 +12,7 @@ from corefsearch.base.errors import InputError
 from corefsearch.base.models import DETECTOR_CONFIG, check_model_folder, model_kind
 from corefsearch.base.onnx_backend import check_backend
 from corefsearch.base.schema import MENTION_TYPES
-from corefsearch.base.shipped import shipped_default, shipped_hint
+from corefsearch.base.shipped import resolve_reference, shipped_default, shipped_hint
 from corefsearch.detect.heuristic import HeuristicDetector
 from corefsearch.detect.model import MentionDetector
 from corefsearch.io.write import sha256_file
@@ -62,7 +62,7 @@ def load_detector(reference: str | Path, device: str = "cpu", backend: str | Non
     if str(reference) == HEURISTIC:
         return HeuristicDetector(types or MENTION_TYPES)
 
-    detector = MentionDetector.load(Path(reference), device=device, backend=backend)
+    detector = MentionDetector.load(Path(resolve_reference(reference)), device=device, backend=backend)
     if types is not None:
         missing = [t for t in types if t not in detector.config.types]
         if missing:
