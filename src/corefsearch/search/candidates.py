@@ -3,8 +3,8 @@ mention encoder picks, in each top passage, the one that corefers with the query
 
 - ``detected`` (the default): a mention detector's mentions. The dataset's stored predicted mentions
   (``corefsearch detect``) when it has them and no other detector is asked for; else detected at query
-  time in the top passages only (``--detector heuristic|DIR``, default ``heuristic``), a few passages a
-  query, kept once detected. What a user with plain documents has.
+  time in the top passages only (``--detector heuristic|DIR|NAME``; default: the shipped detector, else
+  ``heuristic``), a few passages a query, kept once detected. What a user with plain documents has.
 - ``gold``: the dataset's annotated mentions. An upper bound, not available on unannotated text: on a
   corpus annotated in part they also say which passages hold a mention at all (bench/RESULTS.md, "Second
   round and clusters"). Refused on a CoreSearch-format dataset, whose distractor passages carry no
@@ -28,6 +28,7 @@ from corefsearch.base.errors import InputError, MissingArtefactError
 from corefsearch.base.models import resolve_device
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Query
+from corefsearch.base.shipped import shipped_default
 from corefsearch.cluster.inputs import MentionRecord, dataset_mention_records
 from corefsearch.cluster.predicted import detector_name
 from corefsearch.datasets.dataset import Dataset
@@ -187,7 +188,8 @@ def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = N
     """The candidate source ``candidates`` (``detected`` or ``gold``, as ``SearchOptions.check`` resolved them) over
     the dataset ``dataset_dir``. For
     ``detected``: the dataset's stored predicted mentions when it has them and ``detector`` is None, else the
-    ``detector`` (default ``heuristic``) run on the top passages when they are asked for."""
+    ``detector`` (default: the shipped detector, else ``heuristic``) run on the top passages when they are asked
+    for."""
     dataset_dir = Path(dataset_dir)
     if candidates == "gold":
         check_gold_allowed(dataset_dir)
@@ -201,7 +203,8 @@ def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = N
             return StoredCandidates(dataset_dir)
         except MissingArtefactError:
             pass  # no manifest beside the file: detect at query time
-    reference = detector or DEFAULT_DETECTOR
+    # No detector asked for and none stored: the shipped detector when there is one (the answer records which)
+    reference = detector or shipped_default("detector") or DEFAULT_DETECTOR
     return DetectedCandidates(load_detector(reference, device=resolve_device(device)), dataset_dir, str(reference))
 
 

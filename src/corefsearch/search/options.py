@@ -141,9 +141,9 @@ class ExpansionOptions:
         "the dataset's annotated mentions (an upper bound, not available on unannotated text); reader: the "
         "reader's spans (the default with --reader and no --mention-encoder).")})
     detector: str | None = field(default=None, metadata={"help": (
-        "With --candidates detected: heuristic or a detector folder (`train detector`), run on the top passages "
-        "at query time (default: the dataset's stored predicted mentions from `corefsearch detect`, else "
-        "heuristic).")})
+        "With --candidates detected: heuristic, a detector folder (`train detector`) or a shipped detector's name, "
+        "run on the top passages at query time (default: the dataset's stored predicted mentions from `corefsearch "
+        "detect`, else the shipped detector, else heuristic).")})
     encoder: Path | None = field(default=None, metadata={"option": "--mention-encoder", "help": (
         "With --rounds 2 --candidates detected|gold: the mention encoder folder (`train clusterer`) or a shipped "
         "model's name (default: the shipped event mention encoder, when there is one).")})
