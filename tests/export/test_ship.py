@@ -195,7 +195,7 @@ def test_the_cli_ships_a_folder_and_refuses_in_one_line(trained: dict[str, Path]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "x", "colour": "red"}), encoding="utf-8")
     assert "unknown keys colour" in error("export-onnx", trained["reader"], "--ship", tmp_path / "b", "--card", bad)
-    assert "must be its folder's ('b')" in error("export-onnx", trained["reader"], "--ship", tmp_path / "b",
+    assert "is not its folder's ('b')" in error("export-onnx", trained["reader"], "--ship", tmp_path / "b",
                                                   "--card", card)
     bad.write_text(json.dumps(a_card("b", kind="detector")), encoding="utf-8")
     assert "the folder holds a reader" in error("export-onnx", trained["reader"], "--ship", tmp_path / "b",

@@ -178,39 +178,10 @@ def read_card(folder: Path) -> ShippedModel:
     def bad(why: str) -> InputError:
         return InputError(f"{path}: {why}; {REMEDY}")
 
-    missing = [name for name in CARD_FIELDS if name not in record]
-    if missing:
-        raise bad(f"the card lacks {', '.join(missing)}")
-    for name in ("name", "kind", "description", "format", "limits", "base_model", "created"):
-        if not isinstance(record[name], str) or not record[name].strip():
-            raise bad(f"{name} must be a non-empty string, got {record[name]!r}")
+    check_card_fields(record, folder.name, bad)
     name, kind = record["name"], record["kind"]
-    if name != folder.name:
-        raise bad(f"the card's name {name!r} is not its folder's ({folder.name!r})")
-    if not NAME.fullmatch(name) or name in RESERVED_NAMES:
-        raise bad(f"{name!r} cannot name a shipped model (letters, digits, '.', '_' and '-'; not "
-                  f"{' or '.join(RESERVED_NAMES)})")
-    if kind not in KINDS:
-        raise bad(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if record["mention_type"] not in (None, *CARD_MENTION_TYPES):
-        raise bad(f"mention_type must be one of {', '.join(CARD_MENTION_TYPES)} or null, got "
-                  f"{record['mention_type']!r}")
-    try:
-        datetime.fromisoformat(record["created"])
-    except ValueError:
-        raise bad(f"created must be an ISO date (YYYY-MM-DD), got {record['created']!r}") from None
     recipe = [record["recipe"]] if isinstance(record["recipe"], str) else record["recipe"]
-    if not isinstance(recipe, list) or not recipe or not all(isinstance(r, str) and r.strip() for r in recipe):
-        raise bad("recipe must be a command line or a list of them")
-    data = record["data"]
-    if not isinstance(data, list) or not all(isinstance(d, dict) and isinstance(d.get("path"), str)
-                                             and isinstance(d.get("sha256"), str) for d in data):
-        raise bad('data must be a list of {"path": ..., "sha256": ...}')
-    scores = record["scores"]
-    if not isinstance(scores, dict) or any(split not in scores for split in ("dev", "test")) or not all(
-            isinstance(values, dict) and all(isinstance(v, int | float) and not isinstance(v, bool)
-                                             for v in values.values()) for values in scores.values()):
-        raise bad('scores must be {"dev": {METRIC: NUMBER, ...}, "test": {...}}')
+    data, scores = record["data"], record["scores"]
     settings = folder / MODEL_KIND_FILES[kind]
     if not settings.is_file():
         raise MissingArtefactError(f"{settings}: no such file, and {path} says the folder holds a {kind} (whose "
@@ -219,3 +190,50 @@ def read_card(folder: Path) -> ShippedModel:
     return ShippedModel(name, kind, record["description"], record["mention_type"], record["format"], tuple(recipe),
                         tuple(dict(d) for d in data), scores, record["limits"], record["base_model"],
                         record["created"], folder.resolve(), size)
+
+
+# Fields a card being written may leave out: the writer fills them in (corefsearch.export.ship).
+FILLED_IN = ("kind", "mention_type", "format", "base_model", "created")
+
+
+def check_card_fields(record: dict[str, Any], folder_name: str, bad: Callable[[str], Exception],
+                      complete: bool = True) -> None:
+    """The one check of a card's fields (for :func:`read_card`, and for a card about to be written, ``complete``
+    False: the fields of :data:`FILLED_IN` and the data's sha256s may be left out); ``bad(why)`` makes the error."""
+    missing = [name for name in CARD_FIELDS if name not in record and (complete or name not in FILLED_IN)]
+    if missing:
+        raise bad(f"the card lacks {', '.join(missing)}")
+    for name in ("name", "kind", "description", "format", "limits", "base_model", "created"):
+        if name in record and (not isinstance(record[name], str) or not record[name].strip()):
+            raise bad(f"{name} must be a non-empty string, got {record[name]!r}")
+    name = record["name"]
+    if name != folder_name:
+        raise bad(f"the card's name {name!r} is not its folder's ({folder_name!r})")
+    if not NAME.fullmatch(name) or name in RESERVED_NAMES:
+        raise bad(f"{name!r} cannot name a shipped model (letters, digits, '.', '_' and '-'; not "
+                  f"{' or '.join(RESERVED_NAMES)})")
+    if "kind" in record and record["kind"] not in KINDS:
+        raise bad(f"kind must be one of {', '.join(KINDS)}, got {record['kind']!r}")
+    if record.get("mention_type") not in (None, *CARD_MENTION_TYPES):
+        raise bad(f"mention_type must be one of {', '.join(CARD_MENTION_TYPES)} or null, got "
+                  f"{record['mention_type']!r}")
+    if "created" in record:
+        try:
+            datetime.fromisoformat(record["created"])
+        except ValueError:
+            raise bad(f"created must be an ISO date (YYYY-MM-DD), got {record['created']!r}") from None
+    recipe = [record["recipe"]] if isinstance(record["recipe"], str) else record["recipe"]
+    if not isinstance(recipe, list) or not recipe or not all(isinstance(r, str) and r.strip() for r in recipe):
+        raise bad("recipe must be a command line or a list of them")
+    data = record["data"]
+    if not isinstance(data, list) or not all(isinstance(d, dict) and isinstance(d.get("path"), str)
+                                             and isinstance(d.get("sha256", "" if not complete else None), str)
+                                             for d in data):
+        raise bad('data must be a list of {"path": ..., "sha256": ...}'
+                  + ("" if complete else " (a sha256 left out is computed from the file)"))
+    scores = record["scores"]
+    if not isinstance(scores, dict) or any(split not in scores for split in ("dev", "test")) or not all(
+            isinstance(values, dict) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                             for v in values.values()) for values in scores.values()):
+        raise bad('scores must be {"dev": {METRIC: NUMBER, ...}, "test": {...}}')
+

@@ -23,7 +23,6 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from corefsearch.base.onnx_backend import (
     inference_only,
     onnx_file,
 )
-from corefsearch.base.shipped import CARD_FIELDS, CARD_MENTION_TYPES, NAME, RESERVED_NAMES
+from corefsearch.base.shipped import CARD_FIELDS, check_card_fields
 from corefsearch.base.shipped import CARD_FILE as SHIP_CARD
 from corefsearch.dense.model import FINGERPRINTS_FILE, PASSAGE_ENCODER, QUERY_ENCODER, BiEncoder
 from corefsearch.export.onnx import ExportOptions, ExportSummary, export_onnx
@@ -70,45 +69,16 @@ def read_card(path: Path) -> dict[str, Any]:
 
 
 def check_card(card: Any, kind: str, name: str) -> None:
-    """The card's keys and their types as the registry reads them (:func:`corefsearch.base.shipped.read_card`), for
-    a folder named ``name`` holding a ``kind``; one line for the first that is wrong."""
+    """The card's keys and their types as the registry reads them (:func:`corefsearch.base.shipped.read_card`, the
+    same check), for a folder named ``name`` holding a ``kind``; one line for the first that is wrong."""
     if not isinstance(card, dict):
         raise InputError(f"the card must be a JSON object, got a {type(card).__name__}")
-    unknown = sorted(set(card) - set(CARD_FIELDS))
-    missing = [key for key in REQUIRED_KEYS if key not in card]
-    if unknown or missing:
-        raise InputError("the card " + "; ".join(
-            ([f"has unknown keys {', '.join(unknown)}"] if unknown else [])
-            + ([f"lacks {', '.join(missing)}"] if missing else [])) + f" (its keys: {', '.join(CARD_FIELDS)})")
-    for key in ("name", "description", "limits", "format", "base_model", "created"):
-        if key in card and (not isinstance(card[key], str) or not card[key].strip()):
-            raise InputError(f"the card's {key} must be a non-empty string, got {card[key]!r}")
-    if card["name"] != name or not NAME.fullmatch(name) or name in RESERVED_NAMES:
-        raise InputError(f"the card's name {card['name']!r} must be its folder's ({name!r}): letters, digits, '.', "
-                         f"'_' and '-', not {' or '.join(RESERVED_NAMES)}")
+    unknown = sorted(set(card) - set(CARD_FIELDS) - {"size"})
+    if unknown:
+        raise InputError(f"the card has unknown keys {', '.join(unknown)} (its keys: {', '.join(CARD_FIELDS)})")
+    check_card_fields(card, name, lambda why: InputError(f"--card: {why}"), complete=False)
     if card.get("kind", kind) != kind:
         raise InputError(f"the card's kind is {card['kind']!r}, and the folder holds a {kind}")
-    if card.get("mention_type") not in (None, *CARD_MENTION_TYPES):
-        raise InputError(f"the card's mention_type must be one of {', '.join(CARD_MENTION_TYPES)} or null, got "
-                         f"{card['mention_type']!r}")
-    if "created" in card:
-        try:
-            datetime.fromisoformat(card["created"])
-        except ValueError:
-            raise InputError(f"the card's created must be an ISO date (YYYY-MM-DD), got {card['created']!r}") from None
-    recipe = [card["recipe"]] if isinstance(card["recipe"], str) else card["recipe"]
-    if not isinstance(recipe, list) or not recipe or not all(isinstance(r, str) and r.strip() for r in recipe):
-        raise InputError("the card's recipe must be a command line or a list of them")
-    data = card["data"]
-    if not isinstance(data, list) or not all(isinstance(d, dict) and isinstance(d.get("path"), str)
-                                             and isinstance(d.get("sha256", ""), str) for d in data):
-        raise InputError('the card\'s data must be a list of {"path": ..., "sha256": ...} (a sha256 left out is '
-                         "computed from the file)")
-    scores = card["scores"]
-    if not isinstance(scores, dict) or any(split not in scores for split in ("dev", "test")) or not all(
-            isinstance(values, dict) and all(isinstance(v, int | float) and not isinstance(v, bool)
-                                             for v in values.values()) for values in scores.values()):
-        raise InputError('the card\'s scores must be {"dev": {METRIC: NUMBER, ...}, "test": {...}}')
 
 
 def _completed_card(card: dict[str, Any], kind: str, trained: Path) -> dict[str, Any]:
