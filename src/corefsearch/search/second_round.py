@@ -40,8 +40,8 @@ used as a query, reaches passages the first wording missed. So the second round:
    searches then fill the ranks below H, where they raise R@100, and leave the top H, where they cost MRR@10,
    as the heads order it. A head that fills the run (H ≥ k, over a first round of k passages) leaves them no
    rank, so nothing is searched then (:func:`needs_search`): ``serve``'s top 10 costs no search. Dev chose
-   L = 0 (all), H = 10, R = 0, N = 10, w = 4 and the cosine 0.8, the defaults (bench/RESULTS.md, "The head and
-   the tail").
+   L = 0 (all), H = 10, R = 0, N = 10 and w = 4, the defaults (bench/RESULTS.md, "The head and the tail"); the
+   cosine gate, 0.8 with gold candidates then, is 0.9 with detected ones, the default ("Detected candidates").
 
 ``N = 0`` leaves the first round as it is. The options are ``corefsearch.search.options.ExpansionOptions``; the
 run's metadata records them (``ExpansionOptions.describe``; ``ExpansionOptions.from_metadata`` reads them back).
