@@ -223,3 +223,20 @@ def test_a_data_file_without_a_sha256_gets_one(trained: dict[str, Path], tmp_pat
     assert written["data"] == [{"path": str(data), "sha256": "sha256:" + sha256_file(data)}]
     with pytest.raises(InputError, match="has no sha256 and is not here"):
         write_shipped(trained["detector"], tmp_path / "out2", a_card("out2", data=[{"path": "nowhere.jsonl"}]))
+
+
+def test_a_shipped_folder_names_no_folder_of_the_machine_it_was_trained_on(
+        trained: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    root = tmp_path / "repo"
+    (root / "work" / "data").mkdir(parents=True)
+    model = tmp_path / "model"
+    shutil.copytree(trained["detector"], model)
+    (model / "training_args.json").write_text(json.dumps(
+        {"dataset": str(root / "work" / "data"), "options": {"base_model": str(tmp_path / "elsewhere" / "base")},
+         "epochs": 4}), encoding="utf-8")
+    monkeypatch.chdir(root)
+    write_shipped(model, tmp_path / "out", a_card("out"))
+    record = json.loads((tmp_path / "out" / "training_args.json").read_text())
+    assert record == {"dataset": "work/data", "options": {"base_model": "base"}, "epochs": 4}

@@ -45,6 +45,7 @@ from corefsearch.base.shipped import CARD_FILE as SHIP_CARD
 from corefsearch.dense.model import FINGERPRINTS_FILE, PASSAGE_ENCODER, QUERY_ENCODER, BiEncoder
 from corefsearch.export.onnx import ExportOptions, ExportSummary, export_onnx
 from corefsearch.io.write import atomic_directory, sha256_file, write_json
+from corefsearch.training.run import TRAINING_ARGS_FILE
 
 REQUIRED_KEYS = ("name", "description", "recipe", "data", "scores", "limits")  # the rest is filled in
 SHIPPED_KINDS = ("retriever", "reader", "clusterer", "detector")  # the kinds with an ONNX export
@@ -79,6 +80,20 @@ def check_card(card: Any, kind: str, name: str) -> None:
     check_card_fields(card, name, lambda why: InputError(f"--card: {why}"), complete=False)
     if card.get("kind", kind) != kind:
         raise InputError(f"the card's kind is {card['kind']!r}, and the folder holds a {kind}")
+
+
+def _portable_paths(value: Any) -> Any:
+    """``value`` (a training record) with each absolute path made relative to the working directory (the
+    repository root when a shipped model is written), or cut to its last part when it lies outside: a shipped
+    folder names no folder of the machine it was trained on."""
+    if isinstance(value, dict):
+        return {key: _portable_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_portable_paths(item) for item in value]
+    if isinstance(value, str) and value.startswith("/"):
+        path, here = Path(value), Path.cwd()
+        return str(path.relative_to(here)) if path.is_relative_to(here) else path.name
+    return value
 
 
 def _completed_card(card: dict[str, Any], kind: str, trained: Path) -> dict[str, Any]:
@@ -231,6 +246,9 @@ def write_shipped(trained_folder: Path | str, out_folder: Path | str, card: dict
             shutil.copy2(trained / relative, tmp / relative)
         if fingerprints is not None:
             write_json(tmp / FINGERPRINTS_FILE, fingerprints)
+        record = tmp / TRAINING_ARGS_FILE
+        if record.is_file():
+            write_json(record, _portable_paths(read_json_object(record, "train the model again", "training record")))
         for folder in _encoder_folders(tmp, kind):
             _record_int8_checksum(folder)
             check_onnx_export(folder, SHIPPED_BACKEND)  # complete, and the file export.json records
