@@ -16,6 +16,8 @@ from helpers import PASSAGES, a_query, flat, save_mention_encoder, saved_reader,
 from typer.testing import CliRunner
 
 from corefsearch.base.errors import InputError
+from corefsearch.base.head_weights import head_precision
+from corefsearch.base.model_files import HEAD_FILES
 from corefsearch.base.models import check_model_files, check_model_folder, model_kind
 from corefsearch.base.onnx_backend import inference_only, resolve_backend
 from corefsearch.base.shipped import read_card
@@ -122,10 +124,36 @@ def test_a_shipped_mention_encoder_encodes_as_the_int8_backend_of_the_trained_on
     encoder = MentionEncoder.load(shipped["clusterer"], "cpu")
     assert encoder.backend == "onnx-int8" and encoder.config.threshold == 0.5
     got = encoder.encode(records, batch_size=3)
+    # The tiny head's matrices are below the size worth quantizing: stored as trained, the same vectors.
     np.testing.assert_array_equal(got, MentionEncoder.load(trained["clusterer"], backend="onnx-int8").encode(
         records, batch_size=3))
     with pytest.raises(InputError, match="ships only its int8 ONNX export"):
         MentionEncoder.load(shipped["clusterer"], backend="torch")
+
+
+def test_a_large_head_ships_as_int8_rows_unless_asked_for_fp32(tiny_base: Path, tmp_path: Path) -> None:
+    import torch
+
+    from corefsearch.cluster.encoder import split_records
+    from corefsearch.cluster.model import ClustererConfig, MentionEncoder
+
+    torch.manual_seed(4)
+    trained = tmp_path / "trained"
+    MentionEncoder.from_base(str(tiny_base), ClustererConfig(mlp_hidden=512, mlp_out=256, threshold=0.5)).save(trained)
+    records = split_records(write_cluster_dataset(tmp_path / "ds"), "train")
+    shipped = write_shipped(trained, tmp_path / "int8", a_card("int8")).folder
+    head = HEAD_FILES["clusterer"]
+    assert head_precision(shipped / head) == "int8"
+    assert (shipped / head).stat().st_size < (trained / head).stat().st_size / 2.5
+    got = MentionEncoder.load(shipped, "cpu").encode(records, batch_size=3)
+    expected = MentionEncoder.load(trained, backend="onnx-int8").encode(records, batch_size=3)
+    assert not np.array_equal(got, expected)
+    cosines = (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosines.min() > 0.999
+    # --head-precision fp32 keeps the head as trained: the same vectors to the bit.
+    fp32 = write_shipped(trained, tmp_path / "fp32", a_card("fp32"), head_precision="fp32").folder
+    assert head_precision(fp32 / head) == "fp32"
+    np.testing.assert_array_equal(MentionEncoder.load(fp32, "cpu").encode(records, batch_size=3), expected)
 
 
 def test_a_shipped_reader_reads_as_the_int8_backend_of_the_trained_one(trained: dict[str, Path],
@@ -189,6 +217,9 @@ def test_the_cli_ships_a_folder_and_refuses_in_one_line(trained: dict[str, Path]
     assert "would overwrite its input" in error("export-onnx", trained["reader"], "--ship", trained["reader"] / "x",
                                                 "--card", card)
     assert "go together" in error("export-onnx", trained["reader"], "--ship", tmp_path / "new")
+    assert "go together" in error("export-onnx", trained["reader"], "--head-precision", "fp32")
+    assert "--head-precision fp16: give one of int8, fp32" in error(
+        "export-onnx", trained["reader"], "--ship", tmp_path / "new", "--card", card, "--head-precision", "fp16")
     assert "ships only its int8 ONNX export" in error("export-onnx", shipped["reader"])
     assert "ships only its int8 ONNX export already" in error("export-onnx", shipped["reader"], "--ship",
                                                               tmp_path / "again", "--card", card)

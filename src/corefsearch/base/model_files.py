@@ -17,3 +17,6 @@ PAIR_SCORER_CONFIG = "corefsearch_pair_scorer.json"
 MODEL_KIND_FILES: dict[str, str] = {"retriever": RETRIEVER_CONFIG, "reader": READER_CONFIG,
                                     "clusterer": CLUSTERER_CONFIG, "detector": DETECTOR_CONFIG,
                                     "pair-scorer": PAIR_SCORER_CONFIG}
+# The head of our own each kind saves beside its encoder (a retriever has none).
+HEAD_FILES: dict[str, str] = {"reader": "reader_head.safetensors", "clusterer": "clusterer_head.safetensors",
+                              "detector": "detector_head.safetensors", "pair-scorer": "pair_scorer_head.safetensors"}

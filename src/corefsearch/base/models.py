@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from corefsearch.base.artefacts import read_json_file
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.head_weights import load_head_state, save_head
 from corefsearch.base.model_files import CLUSTERER_CONFIG as CLUSTERER_CONFIG
 from corefsearch.base.model_files import DETECTOR_CONFIG as DETECTOR_CONFIG
 from corefsearch.base.model_files import MODEL_KIND_FILES as MODEL_KIND_FILES
@@ -27,23 +28,7 @@ from corefsearch.base.model_files import RETRIEVER_QUERY_ENCODER as RETRIEVER_QU
 from corefsearch.base.shipped import resolve_reference, shipped_hint
 from corefsearch.io.outputs import looks_like_path
 
-if TYPE_CHECKING:
-
-    pass
-
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    pass
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 MENTION_START = "[M]"
-
-
 MENTION_END = "[/M]"
 
 
@@ -205,25 +190,20 @@ class EncoderWithHead:
     def load_head(self, folder: Path, remedy: str) -> None:
         """Load the head's weights saved in ``folder``; a file that is not safetensors, or holds other
         keys or shapes, is one line naming it."""
-        from safetensors.torch import load_file
-
         path = Path(folder) / self.HEAD_FILE
         try:
-            self.head.load_state_dict(load_file(str(path)))
+            self.head.load_state_dict(load_head_state(path))
         except Exception as err:  # SafetensorError (not safetensors), RuntimeError (other keys or shapes)
             why = " ".join(str(err).split())[:240]
             raise InputError(f"{path}: {self.HEAD_NAME} does not load ({type(err).__name__}: {why}); it must be "
                              f"the head saved with {self.CONFIG_FILE}: {remedy}") from None
 
     def save(self, folder: Path) -> None:
-        from safetensors.torch import save_file
-
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(folder, safe_serialization=True)
         self.tokenizer.save_pretrained(folder)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
-                  str(folder / self.HEAD_FILE))
+        save_head(self.head.state_dict(), folder / self.HEAD_FILE)
         (folder / self.CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
 
     def modules(self) -> list[Any]:

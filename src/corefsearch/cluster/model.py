@@ -27,6 +27,7 @@ import numpy as np
 from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.model_files import HEAD_FILES
 from corefsearch.base.models import (
     CLUSTERER_CONFIG,
     DEFAULT_MODEL,
@@ -51,7 +52,7 @@ from corefsearch.cluster.inputs import (
 if TYPE_CHECKING:
     import torch
 
-HEAD_WEIGHTS = "clusterer_head.safetensors"
+HEAD_WEIGHTS = HEAD_FILES["clusterer"]
 TRAIN_HINT = "train one with `corefsearch train clusterer`"
 
 

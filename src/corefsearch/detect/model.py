@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.model_files import HEAD_FILES
 from corefsearch.base.models import DEFAULT_MODEL, DETECTOR_CONFIG, EncoderWithHead, load_offline, resolve_model
 from corefsearch.base.onnx_backend import OnnxEncoder, load_encoder_model, resolve_backend
 from corefsearch.base.precision import autocast
@@ -31,7 +32,7 @@ from corefsearch.detect.labels import IGNORE, spans_from_tags, tags_for_spans, t
 if TYPE_CHECKING:
     import torch
 
-HEAD_WEIGHTS = "detector_head.safetensors"
+HEAD_WEIGHTS = HEAD_FILES["detector"]
 TRAIN_HINT = "train one with `corefsearch train detector`, or use `--model heuristic`"
 MAX_LENGTH = 256
 STRIDE = 64

@@ -28,7 +28,9 @@ from typing import Any
 
 from corefsearch.base.artefacts import ONNX_EXPORT, find_manifest, now, read_json_object, write_manifest
 from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
+from corefsearch.base.head_weights import HEAD_PRECISIONS, load_head_state, save_head
 from corefsearch.base.model_card import CARD_FILE, describe_base_model
+from corefsearch.base.model_files import HEAD_FILES
 from corefsearch.base.models import DEFAULT_MODEL, MODEL_KIND_FILES, check_model_folder, model_kind
 from corefsearch.base.onnx_backend import (
     EXPORT_RECORD,
@@ -205,11 +207,13 @@ def _score(value: Any) -> str:
 
 
 def write_shipped(trained_folder: Path | str, out_folder: Path | str, card: dict[str, Any], overwrite: bool = False,
-                  options: ExportOptions | None = None, log: Callable[[str], None] | None = None) -> ShipSummary:
+                  options: ExportOptions | None = None, log: Callable[[str], None] | None = None,
+                  head_precision: str = "int8") -> ShipSummary:
     """Write the inference-only copy of ``trained_folder`` to ``out_folder`` (see the module doc) with ``card``;
-    ``options``: the export run first when the trained folder has no current int8 one (default: fused, int8).
-    Refuses to write into its input, over an existing ``out_folder`` without ``overwrite``, and a card, a
-    folder or options that cannot make one, before any work."""
+    ``options``: the export run first when the trained folder has no current int8 one (default: fused, int8);
+    ``head_precision``: how the head's large weight matrices are stored (``int8`` rows, or ``fp32`` as trained;
+    :mod:`corefsearch.base.head_weights`). Refuses to write into its input, over an existing ``out_folder``
+    without ``overwrite``, and a card, a folder or options that cannot make one, before any work."""
     started = time.perf_counter()
     say = log or (lambda _: None)
     check_model_folder(trained_folder, "MODEL_DIR")
@@ -228,6 +232,8 @@ def write_shipped(trained_folder: Path | str, out_folder: Path | str, card: dict
     if out.exists() and not overwrite:
         raise InputError(f"{out} already exists (use --overwrite to replace it)")
     options = options or ExportOptions()
+    if head_precision not in HEAD_PRECISIONS:
+        raise InputError(f"--head-precision {head_precision}: give one of {', '.join(HEAD_PRECISIONS)}")
     if not options.quantize:
         raise InputError("a shipped folder runs the int8 export: leave out --no-quantize")
     check_card(card, kind, out.name)
@@ -246,6 +252,9 @@ def write_shipped(trained_folder: Path | str, out_folder: Path | str, card: dict
             shutil.copy2(trained / relative, tmp / relative)
         if fingerprints is not None:
             write_json(tmp / FINGERPRINTS_FILE, fingerprints)
+        head = tmp / HEAD_FILES[kind] if kind in HEAD_FILES else None
+        if head is not None and head.is_file() and head_precision != "fp32":
+            save_head(load_head_state(trained / HEAD_FILES[kind]), head, head_precision)
         record = tmp / TRAINING_ARGS_FILE
         if record.is_file():
             write_json(record, _portable_paths(read_json_object(record, "train the model again", "training record")))

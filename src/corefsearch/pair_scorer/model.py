@@ -26,6 +26,7 @@ import numpy as np
 from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.checks import at_least_one
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.model_files import HEAD_FILES
 from corefsearch.base.models import (
     DEFAULT_MODEL,
     PAIR_SCORER_CONFIG,
@@ -48,7 +49,7 @@ from corefsearch.reader.inputs import pair_format
 if TYPE_CHECKING:
     import torch
 
-HEAD_WEIGHTS = "pair_scorer_head.safetensors"
+HEAD_WEIGHTS = HEAD_FILES["pair-scorer"]
 TRAIN_HINT = "train one with `corefsearch train pair-scorer`"
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from corefsearch.base.artefacts import config_from_json
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.model_files import HEAD_FILES
 from corefsearch.base.models import (
     DEFAULT_MODEL,
     READER_CONFIG,
@@ -45,7 +46,7 @@ HEADS = ("dpr", "integrated")
 # How `search --reader` orders the re-ranked passages (`--rerank-fusion`): the reader's score, or
 # reciprocal rank fusion with the retriever's ranks; `train reader` records the one that won on dev.
 FUSIONS = ("reader", "rrf")
-HEAD_WEIGHTS = "reader_head.safetensors"
+HEAD_WEIGHTS = HEAD_FILES["reader"]
 
 
 @dataclass
