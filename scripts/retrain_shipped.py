@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE_WORK = "work/ship"  # where the cards' recipes put their datasets and models
 SHIPPED_PREFIX = "src/corefsearch/shipped/"
 # The stated budget of each model's recipe, in minutes, on 2 CPU cores.
-BUDGETS_MIN = {"detector-ecbplus": 5, "event-encoder-ecbplus": 45, "entity-encoder-ecbplus": 45}
+BUDGETS_MIN = {"detector-ecbplus": 5, "event-encoder-ecbplus": 45, "entity-encoder-ecbplus": 45,
+               "retriever-ecbplus": 45, "reader-ecbplus": 120}
 
 
 class PlanError(Exception):
@@ -172,6 +173,15 @@ def plan_model(model: Any, work: Path, device: str) -> Plan:
             step.output = plan.ship
             if (plan.ship / "corefsearch_card.json").is_file():
                 step.skip = f"new shipped folder {plan.ship} is complete (corefsearch_card.json)"
+        elif argv[0] == "index":
+            # One index folder takes a Lucene index (`index`) and a dense one (`index --dense`): each is its own
+            # step, complete when its sub-folder is there (both are written under a temporary name first).
+            out = _option(argv, "--out")
+            if out is not None:
+                part = "dense" if "--dense" in argv else "lucene"
+                step.output = _resolve(out) / part
+                if step.output.is_dir():
+                    step.skip = f"index {out}/{part} is complete"
         else:
             out = _option(argv, "--out")
             if out is not None:

@@ -205,7 +205,7 @@ def test_a_few_steps_lower_the_loss(tiny_base: Path, tiny_dataset: Path, tiny_ru
     from corefsearch.training import adamw
 
     args = reader_args(tiny_base, head=head)
-    data = _load_data(Dataset(tiny_dataset), tiny_run, args, log=lambda _: None)
+    data = _load_data(Dataset(tiny_dataset), [tiny_run], args, log=lambda _: None)
     examples = epoch_examples(data, args, 1)[:6]
     assert examples and all(len(e.negatives) == 5 for e in examples)
     for example in examples:  # negatives are retrieved and not of the query's cluster

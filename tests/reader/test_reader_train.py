@@ -77,7 +77,7 @@ def test_length_buckets_cut_where_padding_outweighs_a_pass() -> None:
 @pytest.fixture(scope="module")
 def examples_and_passages(tiny_base: Path, tiny_dataset: Path, tiny_run: Path) -> tuple[list, dict]:
     args = reader_args(tiny_base)
-    data = _load_data(Dataset(tiny_dataset), tiny_run, args, log=lambda _: None)
+    data = _load_data(Dataset(tiny_dataset), [tiny_run], args, log=lambda _: None)
     return epoch_examples(data, args, 1)[:4], data.passages
 
 
@@ -207,6 +207,47 @@ def test_train_reader_without_dev_queries_records_reader(tiny_base: Path, tiny_d
     assert (summary.extras.fusion, summary.extras.fusion_dev) == ("reader", None)
     assert json.loads((out / "training_args.json").read_text())["fusion"]["chosen"] == "reader"
     assert json.loads((out / READER_CONFIG).read_text())["fusion"] == "reader"
+
+
+def test_a_run_given_as_two_files_trains_the_reader_one_file_trains(tiny_base: Path, tiny_dataset: Path,
+                                                                    tiny_run: Path, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    dev_ids = {q.id for q in Dataset(tiny_dataset).queries("dev")}
+    lines = tiny_run.read_text().splitlines(keepends=True)
+    train_part, dev_part = tmp_path / "train.trec", tmp_path / "dev.trec"
+    train_part.write_text("".join(line for line in lines if line.split()[0] not in dev_ids))
+    dev_part.write_text("".join(line for line in lines if line.split()[0] in dev_ids))
+    one = train_reader(tiny_dataset, tiny_run, tmp_path / "one", reader_args(tiny_base, max_steps=2),
+                       log=lambda _: None)
+    out = tmp_path / "two"
+    two = train_reader(tiny_dataset, [train_part, dev_part], out, reader_args(tiny_base, max_steps=2),
+                       log=lambda _: None)
+    def scores(curve: list[dict]) -> list[dict]:
+        return [{k: v for k, v in entry.items() if k != "seconds"} for entry in curve]
+
+    assert scores(two.dev_curve) == scores(one.dev_curve)
+    head_one, head_two = load_file(str(tmp_path / "one" / "reader_head.safetensors")), load_file(
+        str(out / "reader_head.safetensors"))
+    assert all(torch.equal(head_one[k], head_two[k]) for k in head_one)
+    record = json.loads((out / "training_args.json").read_text())
+    assert record["run"] == [str(train_part.resolve()), str(dev_part.resolve())]
+    assert len(record["run_sha256"]) == 2 and all(d.startswith("sha256:") for d in record["run_sha256"])
+    readme = (out / "README.md").read_text()
+    assert "the run `train.trec`" in readme and "the run `dev.trec`" in readme
+    # The same query in two runs is one line naming both files; nothing is written.
+    result = runner.invoke(app, ["train", "reader", str(tiny_dataset), "--run", str(tiny_run), "--run",
+                                 str(dev_part), "--out", str(tmp_path / "both"), "--base-model", str(tiny_base),
+                                 "--device", "cpu"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "is in both" in flat(result.output) and str(dev_part) in flat(result.output)
+    assert not (tmp_path / "both").exists()
+    result = runner.invoke(app, ["train", "reader", str(tiny_dataset), "--run", str(train_part), "--run",
+                                 str(dev_part), "--out", str(tmp_path / "cli"), "--base-model", str(tiny_base),
+                                 "--max-steps", "1", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
 
 
 # --- search and query use the recorded fusion ---------------------------------------------------------------

@@ -114,3 +114,24 @@ def test_the_comparison_gives_card_new_and_delta_and_says_what_is_not_recomputed
                     ("detector-ecbplus", "dev strict_f1_entity", "60.00", "59.00", "-1.00"),
                     ("detector-ecbplus", "test strict_f1_event", "75.00", "75.00", "+0.00"),
                     ("detector-ecbplus", "test muc_f1", "50.00", "not recomputed", "")]
+
+
+def test_an_index_folder_holds_two_steps_each_skipped_when_its_part_is_complete(
+    script: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = ("corefsearch index work/ship/ds --out work/ship/ix --fields && corefsearch train retriever work/ship/ds "
+              "--index work/ship/ix --out work/ship/ret && corefsearch index work/ship/ds --out work/ship/ix --dense "
+              "--encoder work/ship/ret && corefsearch search --index work/ship/ix --queries work/ship/ds/q.jsonl "
+              "--out work/ship/runs/dev.trec")
+    shipped_root(tmp_path, monkeypatch, recipe=recipe)
+    work = tmp_path / "work"
+    (work / "ix" / "lucene").mkdir(parents=True)  # the Lucene index is complete, the dense one is not there
+    (work / "runs").mkdir()
+    (work / "runs" / "dev.trec").write_text("q 0 p 1 1.0 r\n", encoding="utf-8")
+    from corefsearch.base.shipped import shipped_models
+
+    plan = script.plan_model(shipped_models()[0], work, "cpu")
+    states = [(step.argv[0], step.skip) for step in plan.steps]
+    assert states == [("index", f"index {work}/ix/lucene is complete"), ("train", None), ("index", None),
+                      ("search", f"{work}/runs/dev.trec exists")]
+    assert plan.steps[2].output == work / "ix" / "dense"
+    assert plan.steps[2].argv[-2:] == ["--encoder", str(work / "ret")]

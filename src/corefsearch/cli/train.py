@@ -74,8 +74,9 @@ def train_retriever_command(
 @options_from(ReaderTrainingArguments, order=READER_OPTIONS)
 def train_reader_command(
     dataset: Annotated[Path, typer.Argument(help="Dataset directory from build-dataset (train; dev selects).")],
-    run: Annotated[Path, typer.Option(
-        "--run", help="TREC run of the train (and dev) queries from `corefsearch search`, any retriever.")],
+    run: Annotated[list[Path], typer.Option(
+        "--run", help="TREC run of the train (and dev) queries from `corefsearch search`, any retriever; repeat it "
+                      "for several files (e.g. --run train.trec --run dev.trec), read as one.")],
     out: Annotated[Path, typer.Option("--out", help="Model directory to write.")],
     *,
     args: ReaderTrainingArguments,

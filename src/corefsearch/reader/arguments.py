@@ -102,8 +102,10 @@ class ReaderTrainingArguments(TrainingArguments):
         options: Mapping[str, Any] = record.get("options") or {}
         what = (f"A cross-encoder reader trained with `corefsearch train reader` on {base.description}: the "
                 f"`{options.get('head')}` head re-scores each retrieved passage and marks its coreferring span.")
-        inputs = ([f"- Retrieved candidates: the run `{base_name(record['run'])}` (`{record.get('run_sha256')}`)"]
-                  if record.get("run") else [])
+        runs, digests = record.get("run") or [], record.get("run_sha256") or []
+        runs, digests = ([runs], [digests]) if isinstance(runs, str) else (runs, digests)
+        inputs = [f"- Retrieved candidates: the run `{base_name(run)}` (`{digest}`)"
+                  for run, digest in zip(runs, [*digests, *[None] * len(runs)], strict=False)]
         title = f"corefsearch reader ({options.get('head', 'integrated')} head)"
         return CardText("transformers", "text-ranking", title,
                         ["corefsearch", "cross-document-coreference", "reranking", "span-extraction"], what,

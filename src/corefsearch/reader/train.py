@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,8 +85,26 @@ def _ranked(scores: dict[str, float]) -> list[str]:
     return rank_documents(scores)
 
 
-def _load_data(dataset: Dataset, run_path: Path, args: ReaderTrainingArguments, log: Log) -> ReaderData:
-    run = read_run(run_path)
+def _read_runs(run_paths: Sequence[Path]) -> dict[str, dict[str, float]]:
+    """The runs of ``run_paths`` as one (e.g. a run of the train queries and one of the dev queries); a query in
+    two of them is one line naming both files."""
+    merged: dict[str, dict[str, float]] = {}
+    source: dict[str, Path] = {}
+    for path in run_paths:
+        for qid, hits in read_run(path).items():
+            if qid in merged:
+                raise InputError(f"query {qid} is in both {source[qid]} and {path}; give each query's run once")
+            merged[qid], source[qid] = hits, path
+    return merged
+
+
+def _runs_text(run_paths: Sequence[Path]) -> str:
+    return " and ".join(str(p) for p in run_paths)
+
+
+def _load_data(dataset: Dataset, run_paths: Sequence[Path], args: ReaderTrainingArguments, log: Log) -> ReaderData:
+    run = _read_runs(run_paths)
+    run_path = _runs_text(run_paths)
     queries: dict[str, list[Query]] = {}
     relevant: dict[str, set[str]] = {}
     for split in ("train", "dev"):
@@ -175,26 +193,32 @@ def _load_weights(reader: CrossEncoderReader, weights: dict[str, Any]) -> None:
 
 def _training_outputs(a: dict[str, Any]) -> list[Output]:
     args = a["args"] or ReaderTrainingArguments()
-    return [Output(a["out"], "--out", "dir", {"DATASET": a["dataset_dir"], "--run": a["run_path"],
-                                              "--base-model": model_input(args.base_model)})]
+    runs = [a["run_path"]] if isinstance(a["run_path"], (str, Path)) else list(a["run_path"])
+    return [Output(a["out"], "--out", "dir", [("DATASET", a["dataset_dir"]), *(("--run", r) for r in runs),
+                                              ("--base-model", model_input(args.base_model))])]
 
 
 @writes_outputs(_training_outputs)
-def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrainingArguments | None = None, *,
-                 overwrite: bool = False, log: Log | None = None,
+def train_reader(dataset_dir: Path, run_path: Path | Sequence[Path], out: Path,
+                 args: ReaderTrainingArguments | None = None, *, overwrite: bool = False, log: Log | None = None,
                  on_step: Callable[[int, float], None] | None = None) -> TrainingSummary[ReaderExtras]:
-    """Train a reader on the train queries of ``run_path`` (searched on ``dataset_dir``) into ``out``."""
+    """Train a reader on the train queries of ``run_path`` (searched on ``dataset_dir``) into ``out``; ``run_path``
+    may be several runs (e.g. one of the train queries, one of the dev queries), read as one."""
     args = args or ReaderTrainingArguments()
-    run_path = Path(run_path)
+    run_paths = [Path(run_path)] if isinstance(run_path, (str, Path)) else [Path(p) for p in run_path]
     run, dataset = start_run(args, out, overwrite=overwrite, log=log,
-                             open_inputs=lambda: _open_inputs(Path(dataset_dir), run_path))
-    data = _load_data(dataset, run_path, args, run.log)
-    run.claim(dataset, {"run": str(run_path.resolve()), "run_sha256": "sha256:" + sha256_file(run_path)})
+                             open_inputs=lambda: _open_inputs(Path(dataset_dir), run_paths))
+    data = _load_data(dataset, run_paths, args, run.log)
+    # One run: its path and sha256 as before; several: one line each, in the order given.
+    paths = [str(p.resolve()) for p in run_paths]
+    digests = ["sha256:" + sha256_file(p) for p in run_paths]
+    run.claim(dataset, {"run": paths[0] if len(paths) == 1 else paths,
+                        "run_sha256": digests[0] if len(digests) == 1 else digests})
 
     steps_per_epoch = math.ceil(len(epoch_examples(data, args, 1)) / args.batch_size)
     if steps_per_epoch == 0:
-        raise InputError(f"no training example: no train query of {run_path} has both a relevant passage with "
-                         "its mention and a retrieved non-relevant passage")
+        raise InputError(f"no training example: no train query of {_runs_text(run_paths)} has both a relevant "
+                         "passage with its mention and a retrieved non-relevant passage")
 
     model = CrossEncoderReader.from_base(args.base_model, args.reader_config(), run.device)
     task = ReaderTask(model=model, args=args, data=data, steps_per_epoch=steps_per_epoch, run=run)
@@ -203,11 +227,14 @@ def train_reader(dataset_dir: Path, run_path: Path, out: Path, args: ReaderTrain
     return run.summary(result, ReaderExtras(len(data.train), fusion, fusion_dev))
 
 
-def _open_inputs(dataset_dir: Path, run_path: Path) -> Dataset:
+def _open_inputs(dataset_dir: Path, run_paths: Sequence[Path]) -> Dataset:
     dataset = Dataset(dataset_dir).require_gold("train reader")
-    if not run_path.is_file():
-        raise InputError(f"{run_path}: no such run file; write one with `corefsearch search --queries "
-                         f"{dataset.queries_path('train')} ...`")
+    if not run_paths:
+        raise InputError("give a run: --run RUN (a TREC run of the train and dev queries from `corefsearch search`)")
+    for run_path in run_paths:
+        if not run_path.is_file():
+            raise InputError(f"{run_path}: no such run file; write one with `corefsearch search --queries "
+                             f"{dataset.queries_path('train')} ...`")
     return dataset
 
 
