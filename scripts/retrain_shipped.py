@@ -19,8 +19,10 @@ its ``manifest.json``; ``train KIND``: its ``corefsearch_KIND.json``; the ship s
 At the end, each retrained model is scored by the commands of its kind and compared with its card (model,
 metric, card, new, Δ): a ``detector`` by ``detect`` (on a copy of its dataset, ``--backend onnx-int8``) and
 ``evaluate --mentions`` (strict F1 per type, dev and test); a ``clusterer`` by ``cluster --method encoder`` and
-``evaluate --clusters`` (CoNLL F1 on dev within gold topics, and on test within predicted topics). A card
-metric that no command here gives is listed as "not recomputed".
+``evaluate --clusters`` (CoNLL F1 on dev within gold topics, on test within gold subtopics and within predicted
+topics); a ``retriever`` or ``reader`` by its training's own dev selection (the new folder's ``dev_curve.json`` at
+the kept epoch; their test rows are ``bench/headline.py``'s). A card metric that no command here gives is listed
+as "not recomputed".
 
 ``--dry-run`` prints the plan (steps, budgets, what would be skipped) and runs nothing. Exit status: 0 when
 done, 1 when a step failed (rerun to resume), 2 when the plan cannot be made (one line says why).
@@ -228,6 +230,17 @@ def _percent(value: Any) -> float:
     return round(100 * float(value), 2)
 
 
+def _subtopics_file(dataset: Path, out: Path) -> Path:
+    """ECB+'s gold subtopic of every document of ``dataset`` as a ``cluster --topics`` file (the grouping of the
+    cards' ``conll_f1_subtopics``)."""
+    from corefsearch.cluster.agreement import ecbplus_subtopic
+    from corefsearch.datasets.dataset import Dataset
+
+    groups = {p.doc_id: ecbplus_subtopic(p.doc_id, p.topic) for p in Dataset(dataset).passages()}
+    out.write_text("".join(f"{doc}\t{group}\n" for doc, group in sorted(groups.items()) if group), encoding="utf-8")
+    return out
+
+
 def rescore(plan: Plan, work: Path) -> dict[str, dict[str, float]]:
     """The new model's scores by the metric names of its card, for the metrics the commands here give."""
     model, dataset, new = plan.model, plan.dataset, plan.ship
@@ -248,16 +261,30 @@ def rescore(plan: Plan, work: Path) -> dict[str, dict[str, float]]:
                 if kind in values.get("strict", {}):
                     scores[split][f"strict_f1_{kind}"] = _percent(values["strict"][kind]["F1"])
     elif model.kind == "clusterer":
-        for split, metric, scope in (("dev", "conll_f1", "topic"), ("test", "conll_f1_predicted_topics",
-                                                                     "predicted-topic")):
-            out = folder / f"{split}.jsonl"
+        subtopics = _subtopics_file(dataset, folder / "subtopics.tsv")
+        for split, metric, grouping in (("dev", "conll_f1", ["--scope", "topic"]),
+                                        ("test", "conll_f1_subtopics", ["--topics", str(subtopics)]),
+                                        ("test", "conll_f1_predicted_topics", ["--scope", "predicted-topic"])):
+            out = folder / f"{split}-{metric}.jsonl"
             run_output(["cluster", str(dataset), "--split", split, "--method", "encoder", "--model", str(new),
-                        "--backend", "onnx-int8", "--scope", scope, "--out", str(out)])
+                        "--backend", "onnx-int8", *grouping, "--out", str(out)])
             values = json.loads(run_output(["evaluate", "--clusters", str(out), "--dataset", str(dataset),
                                             "--split", split, "--output-format", "json"]))
             if isinstance(values, list):
                 values = next((v for v in values if v.get("singletons") == "keep"), values[0])
             scores[split][metric] = _percent(values["CoNLL F1"])
+    elif model.kind in ("retriever", "reader"):
+        # Their dev scores are the training's own selection (torch, the seeded dev sample), read from the
+        # training record the new folder carries; the test rows are bench/headline.py's.
+        curve = json.loads((new / "dev_curve.json").read_text(encoding="utf-8"))
+        best = json.loads((new / "training_args.json").read_text(encoding="utf-8")).get("best_epoch")
+        entry = next((e for e in curve if e.get("epoch") == best), None)
+        if entry is not None:
+            names = {"retriever": {"mrr10_dev300_torch": "MRR@10", "r100_dev300_torch": "R@100"},
+                     "reader": {"mrr10_rrf_dev500_torch": "MRR@10 rrf", "mrr10_dev500_torch": "MRR@10"}}
+            for metric, key in names[model.kind].items():
+                if entry.get(key) is not None:
+                    scores["dev"][metric] = _percent(entry[key])
     return scores
 
 

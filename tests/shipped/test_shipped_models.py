@@ -58,7 +58,33 @@ def _outputs(name: str, kind: str) -> dict[str, Any]:
         vectors = encoder.encode(records)
         return {"cosines": [[round(float(a @ b), 4) for b in vectors] for a in vectors],
                 "head": [round(float(x), 4) for x in vectors[0][:8]]}
+    if kind == "retriever":
+        from corefsearch.dense.model import BiEncoder
+
+        model = BiEncoder.load(name, "cpu")  # a name, resolved by the loader
+        passages = model.passage_encoder.encode_passages(["", "", ""], SENTENCES, 64)
+        queries = model.query_encoder.encode_queries(_queries(), 32)
+        unit = [v / float((v @ v) ** 0.5) for v in passages]
+        return {"cosines": [[round(float(q @ p) / float((q @ q) ** 0.5), 4) for p in unit] for q in queries],
+                "head": [round(float(x), 4) for x in passages[0][:8]]}
+    if kind == "reader":
+        from corefsearch.reader.read import Reader
+
+        reader = Reader.load(Path(name), "cpu")
+        hits = reader.read(_queries()[0], [(f"p{i}", text) for i, text in enumerate(SENTENCES)])
+        return {"hits": [[hit.passage_id, round(float(hit.score), 3), hit.start, hit.end] for hit in hits]}
     raise AssertionError(f"no test inputs for a shipped {kind}: add them here")
+
+
+def _queries() -> list[Any]:
+    """The marked mentions of MENTIONS as queries (the retriever's and the reader's input)."""
+    from corefsearch.base.schema import Query
+
+    found = []
+    for i, (sentence, mention) in enumerate(MENTIONS):
+        start = sentence.index(mention)
+        found.append(Query(f"q{i}", f"p{i}", sentence, start, start + len(mention), mention, "t"))
+    return found
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -73,6 +99,10 @@ def test_a_shipped_model_loads_by_name_and_gives_its_stored_outputs(name: str, s
         assert [[m[:3] for m in s] for s in got["mentions"]] == [[m[:3] for m in s] for s in expected["mentions"]]
         assert [[m[3] for m in s] for s in got["mentions"]] == [
             pytest.approx([m[3] for m in s], abs=2e-3) for s in expected["mentions"]]
+    elif card.kind == "reader":
+        assert [h[0] for h in got["hits"]] == [h[0] for h in expected["hits"]]  # the same order
+        assert [h[2:] for h in got["hits"]] == [h[2:] for h in expected["hits"]]  # the same spans
+        assert [h[1] for h in got["hits"]] == pytest.approx([h[1] for h in expected["hits"]], abs=2e-3)
     else:
         assert [value for row in got["cosines"] for value in row] == pytest.approx(
             [value for row in expected["cosines"] for value in row], abs=2e-3)

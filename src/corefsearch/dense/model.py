@@ -34,6 +34,7 @@ from corefsearch.base.onnx_backend import (
     inference_only,
     resolve_backend,
 )
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.dense.encoder import EncoderConfig, TextEncoder
 from corefsearch.dense.st_export import write_sentence_transformers_config
 
@@ -88,7 +89,7 @@ class BiEncoder:
                              "encoder is a retriever folder from `corefsearch train retriever`, a Hugging Face model "
                              "name or folder, or `default`; give a reader to --reader")
         if model_kind(name_or_path) == "retriever":
-            folder = Path(name_or_path)  # type: ignore[arg-type]
+            folder = Path(resolve_reference(str(name_or_path)))  # a shipped model's name, or a folder
             remedy = f"copy the retriever folder {folder} again, or train it again (`corefsearch train retriever`)"
             config = config_from_json(RetrieverConfig, folder / RETRIEVER_CONFIG, remedy, "retriever configuration")
             for name in (QUERY_ENCODER,) if config.shared_encoder else (QUERY_ENCODER, PASSAGE_ENCODER):

@@ -13,6 +13,7 @@ from corefsearch.base.models import resolve_device
 from corefsearch.base.onnx_backend import check_backend_device, resolve_backend
 from corefsearch.base.precision import autocast
 from corefsearch.base.schema import Query, SpanRecord
+from corefsearch.base.shipped import resolve_reference
 from corefsearch.base.windows import QueryWindow, query_window
 from corefsearch.reader.inputs import (
     PASS_OVERHEAD_TOKENS,
@@ -82,7 +83,7 @@ class Reader:
         (``corefsearch export-onnx``), the head in torch; None: torch, or onnx-int8 for a folder that ships
         only that export."""
         check_backend_device(backend, device)
-        folder = Path(folder)
+        folder = Path(resolve_reference(folder))  # a shipped model's name, or a folder
         backend = resolve_backend(folder, backend, device)
         return cls(CrossEncoderReader.load(folder, resolve_device(device) if backend == "torch" else "cpu", backend,
                                            threads), batch_size, pass_overhead)
