@@ -581,3 +581,17 @@ def save_detector(base: Path, folder: Path) -> Path:
     torch.manual_seed(1)
     MentionDetector.from_base(str(base), DetectorConfig(max_length=64, stride=8)).save(folder)
     return folder
+
+
+def bench_module(name: str) -> Any:
+    """The module ``bench/NAME.py`` (a script of the benchmarks, importable with its sibling modules)."""
+    import importlib
+    import sys
+
+    folder = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)
+

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import index_contents
+from helpers import bench_module, index_contents
 from typer.testing import CliRunner
 
 from corefsearch.cli import app
@@ -21,7 +21,6 @@ from corefsearch.dense import chunks
 from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE, TextEncoder
 from corefsearch.dense.model import BiEncoder
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -44,12 +43,7 @@ def calls_of(code: CodeType, work: Callable[[], Any]) -> tuple[int, Any]:
 
 @pytest.fixture(scope="module")
 def encode_speed() -> Any:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import encode_speed
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return encode_speed
+    return bench_module("encode_speed")
 
 
 def test_the_speed_bench_times_what_index_dense_runs(encode_speed: Any, tiny_base: Path, small_dataset: Path,

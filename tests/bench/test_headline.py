@@ -5,23 +5,16 @@ left out (which copy was validated cannot be told)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def headline() -> Any:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import headline
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return headline
+    return bench_module("headline")
 
 
 def a_dataset(root: Path, sentences: dict[str, list[str]]) -> Path:
