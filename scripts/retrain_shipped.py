@@ -11,7 +11,9 @@ src/corefsearch/shipped/NAME --card CARD.json``, writes ``WORK/shipped/NAME`` in
 (``WORK/cards/NAME.json``; its date filled in anew): the shipped models are never overwritten. Copy the new
 folder over the shipped one (and put the new scores into its card) once the comparison suits you.
 
-Resumable: a step whose output is complete is skipped with a line saying so (``build-dataset``: the folder holds
+Models are retrained in the order detector, mention encoders, retriever, reader (the reader's recipe starts from
+the retriever's), and each step is checked again just before it runs, so a step two recipes share (the dataset,
+the index, the retriever) runs once. Resumable: a step whose output is complete is skipped with a line saying so (``build-dataset``: the folder holds
 its ``manifest.json``; ``train KIND``: its ``corefsearch_KIND.json``; the ship step: the card); an interrupted
 ``build-dataset`` is rebuilt (``--overwrite``) and an interrupted ``train`` resumes from its own checkpoints
 (rerunning the same command does). Rerun the script after a failure or Ctrl-C.
@@ -43,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE_WORK = "work/ship"  # where the cards' recipes put their datasets and models
 SHIPPED_PREFIX = "src/corefsearch/shipped/"
+KIND_ORDER = ("detector", "clusterer", "retriever", "reader", "pair-scorer")  # the order the models are retrained in
 # The stated budget of each model's recipe, in minutes, on 2 CPU cores.
 BUDGETS_MIN = {"detector-ecbplus": 5, "event-encoder-ecbplus": 45, "entity-encoder-ecbplus": 45,
                "retriever-ecbplus": 45, "reader-ecbplus": 120}
@@ -335,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise PlanError(f"no shipped model {', '.join(unknown)} (shipped: "
                                 f"{', '.join(m.name for m in models) or 'none'})")
             models = [m for m in models if m.name in wanted]
+        # A model whose recipe trains what another's reads first (the reader starts from the retriever).
+        models = sorted(models, key=lambda m: (KIND_ORDER.index(m.kind) if m.kind in KIND_ORDER else 0, m.name))
         plans = [plan_model(model, work, args.device) for model in models]
     except (PlanError, CorefSearchError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -352,8 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         print("Dry run: nothing was run.")
         return 0
 
-    steps = [(plan, step) for plan in plans for step in plan.steps]
-    for plan, step in track(steps, "retraining the shipped models"):
+    steps = [(plan, number) for plan in plans for number in range(len(plan.steps))]
+    for plan, number in track(steps, "retraining the shipped models"):
+        # Planned again just before it runs: an earlier model's recipe may have made this step's output (two
+        # recipes share the dataset, the index and the retriever).
+        step = plan_model(plan.model, work, args.device).steps[number]
         if step.skip:
             print(f"{plan.model.name}: skipped ({step.skip}): {step.command}")
             continue

@@ -135,3 +135,49 @@ def test_an_index_folder_holds_two_steps_each_skipped_when_its_part_is_complete(
                       ("search", f"{work}/runs/dev.trec exists")]
     assert plan.steps[2].output == work / "ix" / "dense"
     assert plan.steps[2].argv[-2:] == ["--encoder", str(work / "ret")]
+
+
+def test_the_retriever_is_retrained_before_the_reader_and_their_shared_steps_run_once(
+    script: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = ("corefsearch build-dataset data/ecbplus/ECBplus.tar.gz --format ecbplus --out work/ship/ds && "
+              "corefsearch index work/ship/ds --out work/ship/ix --fields && corefsearch train retriever work/ship/ds "
+              "--index work/ship/ix --out work/ship/ret")
+    recipes = {"retriever-ecbplus": ("retriever", "corefsearch_retriever.json", shared + " && corefsearch export-onnx "
+                                     "work/ship/ret --ship src/corefsearch/shipped/retriever-ecbplus --card C.json"),
+               "reader-ecbplus": ("reader", "corefsearch_reader.json", shared + " && corefsearch train reader "
+                                  "work/ship/ds --run work/ship/r.trec --out work/ship/rd --base-model work/ship/ret "
+                                  "&& corefsearch export-onnx work/ship/rd --ship "
+                                  "src/corefsearch/shipped/reader-ecbplus --card C.json")}
+    root = tmp_path / "shipped"
+    for name, (kind, settings, recipe) in recipes.items():
+        (root / name).mkdir(parents=True)
+        (root / name / settings).write_text("{}", encoding="utf-8")
+        ship(root / name, kind, "event", recipe=recipe)
+    monkeypatch.setenv(SHIPPED_DIR_ENV, str(root))
+    work = tmp_path / "work"
+    ran: list[list[str]] = []
+
+    def fake_step(argv: list[str]) -> int:  # makes each step's output, as the command would
+        ran.append(argv)
+        out = Path(argv[argv.index("--ship") + 1] if "--ship" in argv else argv[argv.index("--out") + 1])
+        if argv[0] == "build-dataset":
+            out.mkdir(parents=True)
+            (out / "manifest.json").write_text("{}")
+        elif argv[0] == "index":
+            (out / "lucene").mkdir(parents=True)
+        elif argv[0] == "train":
+            out.mkdir(parents=True)
+            (out / f"corefsearch_{argv[1]}.json").write_text("{}")
+        else:
+            out.mkdir(parents=True)
+            (out / "corefsearch_card.json").write_text("{}")
+        return 0
+
+    monkeypatch.setattr(script, "run_step", fake_step)
+    monkeypatch.setattr(script, "rescore", lambda plan, work: {})
+    assert script.main(["--work", str(work)]) == 0
+    assert [argv[:2] for argv in ran] == [["build-dataset", "data/ecbplus/ECBplus.tar.gz"], ["index", str(work / "ds")],
+                                          ["train", "retriever"], ["export-onnx", str(work / "ret")],
+                                          ["train", "reader"], ["export-onnx", str(work / "rd")]]
+    out = capsys.readouterr().out
+    assert f"reader-ecbplus: skipped (model {work}/ret is complete (corefsearch_retriever.json))" in out
