@@ -13,8 +13,9 @@ folder over the shipped one (and put the new scores into its card) once the comp
 
 Models are retrained in the order detector, mention encoders, retriever, reader (the reader's recipe starts from
 the retriever's), and each step is checked again just before it runs, so a step two recipes share (the dataset,
-the index, the retriever) runs once. Resumable: a step whose output is complete is skipped with a line saying so (``build-dataset``: the folder holds
-its ``manifest.json``; ``train KIND``: its ``corefsearch_KIND.json``; the ship step: the card); an interrupted
+the index, the retriever) runs once. Resumable: a step whose output is complete is skipped with a line saying so
+(``build-dataset``: the folder holds its ``manifest.json``; ``train KIND``: its ``corefsearch_KIND.json``; ``index``:
+its ``lucene/`` or ``dense/``; the ship step: the card); an interrupted
 ``build-dataset`` is rebuilt (``--overwrite``) and an interrupted ``train`` resumes from its own checkpoints
 (rerunning the same command does). Rerun the script after a failure or Ctrl-C.
 
