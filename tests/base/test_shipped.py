@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import corpus_words, save_detector, save_mention_encoder, save_tiny_bert, ship
+from helpers import corpus_words, save_tiny_bert, ship, ship_encoder_and_detector
 
 from corefsearch.base import shipped
 from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
@@ -33,11 +33,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def models(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of shipped models: an event mention encoder and a detector of every type."""
-    root = tmp_path_factory.mktemp("shipped")
-    ship(save_mention_encoder(base, root / "event-encoder"), "clusterer", "event")
-    ship(save_detector(base, root / "detector-all"), "detector", "all",
-         scores={"dev": {"F1": 0.5}, "test": {"F1": 0.25}})
-    return root
+    return ship_encoder_and_detector(base, tmp_path_factory.mktemp("shipped"))
 
 
 @pytest.fixture

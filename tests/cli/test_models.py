@@ -15,10 +15,9 @@ import pytest
 from helpers import (
     flat,
     read_clusters,
-    save_detector,
-    save_mention_encoder,
     saved_reader,
     ship,
+    ship_encoder_and_detector,
     write_cluster_dataset,
 )
 from typer.testing import CliRunner
@@ -43,10 +42,7 @@ def cli(*args: object) -> Any:
 @pytest.fixture(scope="module")
 def shipped_root(tiny_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of shipped models: an event mention encoder, a detector of every type and a reader."""
-    root = tmp_path_factory.mktemp("shipped")
-    ship(save_mention_encoder(tiny_base, root / "event-encoder"), "clusterer", "event")
-    ship(save_detector(tiny_base, root / "detector-all"), "detector", "all",
-         scores={"dev": {"F1": 0.5}, "test": {"F1": 0.25}})
+    root = ship_encoder_and_detector(tiny_base, tmp_path_factory.mktemp("shipped"))
     ship(saved_reader(tiny_base, root / "tiny-reader"), "reader", None)
     return root
 
