@@ -23,18 +23,13 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
 from bm25 import markdown_table  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "corefsearch.cli"]
-FIELDS = ["--query-format", "sentence", "--fields", "sentence=1,document=0.1"]
-HYBRID = ["--retriever", "hybrid", *FIELDS, "--fusion", "interpolate", "--alpha", "0.5"]
+from headline import CLI, HYBRID, REPO  # noqa: E402  (the same hybrid as the headline's)
 
 
 def search(out: Path, index: Path, queries: Path, *options: str) -> float:
