@@ -4,7 +4,8 @@ chosen there (best mean ARI against the subtopics over train and dev) is then sc
 
 Each split's documents are those that hold mentions of the split, as ``corefsearch cluster`` groups
 them (``read_split_mentions`` + ``document_texts``). Candidates: agglomerative (average linkage on
-TF-IDF cosine distance) cut at each ``--thresholds`` value, which needs no number of topics, and
+TF-IDF cosine distance, ``--topic-method agglomerative-tfidf``) cut at each ``--thresholds`` value, which
+needs no number of topics, and
 K-means with k given (the gold number of subtopics, then of topics: as Barhom et al. 2019, an
 oracle a corpus of one's own does not have, so reported but never chosen).
 
@@ -32,7 +33,7 @@ from bm25 import markdown_table  # noqa: E402
 
 from corefsearch.cluster.agreement import Agreement, agreement, ecbplus_subtopics  # noqa: E402
 from corefsearch.cluster.mentions import document_texts, read_split_mentions  # noqa: E402
-from corefsearch.cluster.topics import DEFAULT_TOPIC_THRESHOLD, predicted_topics  # noqa: E402
+from corefsearch.cluster.topics import TFIDF_TOPIC_THRESHOLD, predicted_topics  # noqa: E402
 
 PARENT = "## Whole-corpus coreference (bench/cluster.py)"
 TITLE = "### Document grouping (bench/topics.py)"
@@ -61,7 +62,8 @@ class Recipe:
         if self.method == "kmeans":
             k = len(set((docs.subtopics if self.k_rule == "subtopics" else docs.topics).values()))
             return predicted_topics(docs.texts, method="kmeans", n_topics=k)
-        return predicted_topics(docs.texts, threshold=float(self.threshold or DEFAULT_TOPIC_THRESHOLD))
+        return predicted_topics(docs.texts, threshold=float(self.threshold or TFIDF_TOPIC_THRESHOLD),
+                                method="agglomerative-tfidf")
 
 
 def load(dataset: Path, split: str) -> SplitDocs:

@@ -603,3 +603,33 @@ def ship_encoder_and_detector(base: Path, root: Path) -> Path:
          scores={"dev": {"F1": 0.5}, "test": {"F1": 0.25}})
     return root
 
+
+
+# The ways a dataset's predicted mentions (``predicted_mentions.jsonl`` and its manifest ``predicted_mentions.json``)
+# can be broken, and the one line every command that reads them (or `detect`, about to write them) says of each.
+BROKEN_PREDICTED = ("manifest-only", "mentions-only", "changed")
+
+
+def break_predicted(dataset: Path, state: str) -> str:
+    """Leave ``dataset``'s predicted mentions (both files there) in the broken ``state`` (one of
+    :data:`BROKEN_PREDICTED`); the message every command gives (without ``error: ``)."""
+    from corefsearch.io.write import sha256_file
+
+    root = Path(dataset)
+    mentions, manifest = root / "predicted_mentions.jsonl", root / "predicted_mentions.json"
+    fix = f"run `corefsearch detect {root} --model MODEL|heuristic --overwrite` to detect them again"
+    if state == "manifest-only":
+        mentions.unlink()
+        return f"{manifest} records predicted mentions but {mentions} is missing (deleted or moved); {fix}"
+    if state == "mentions-only":
+        manifest.unlink()
+        return (f"{mentions} has no manifest beside it (predicted_mentions.json is missing: copied without it, or "
+                f"`detect` stopped before writing it); {fix}")
+    assert state == "changed", state
+    record = json.loads(manifest.read_text(encoding="utf-8"))  # a hand-written manifest may record no checksum
+    record["file_sha256"] = "sha256:" + sha256_file(mentions)
+    manifest.write_text(json.dumps(record), encoding="utf-8")
+    lines = mentions.read_text(encoding="utf-8").splitlines(keepends=True)
+    mentions.write_text("".join(lines[:-1]), encoding="utf-8")  # one mention fewer: still a valid file
+    return (f"{mentions} no longer matches its manifest {manifest} (its checksum is not the one recorded: the file "
+            f"changed after it was written); {fix}")

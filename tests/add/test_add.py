@@ -240,7 +240,7 @@ def test_add_errors(tmp_path: Path) -> None:
     result = runner.invoke(app, ["add", str(grown), "--corpus", str(again)])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "flood-2 is already in the dataset" in result.output
-    with pytest.raises(MissingArtefactError, match="no corpus.jsonl"):
+    with pytest.raises(MissingArtefactError, match="nowhere: no such file or folder"):
         add_documents(grown, tmp_path / "nowhere")
     with pytest.raises(MissingArtefactError, match="holds no Lucene or dense index"):
         add_documents(grown, b, indexes=[tmp_path / "no-index"])

@@ -43,6 +43,8 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     texts = write_texts(root / "texts", NEWS_DOCUMENTS)
     result = invoke("build-dataset", texts, "--format", "text", "--out", root / "dataset")
     assert "plain documents (--format text)" in result.output and "warning" not in result.output
+    assert "no mentions (find them with `corefsearch detect`)" in result.output
+    assert "Queries come from" not in result.output  # no split table of zeros for a plain collection
     return root / "dataset"
 
 
@@ -117,6 +119,24 @@ def test_commands_that_need_gold_mentions_refuse_it_in_one_line(plain: Path, tmp
     assert "ask it with --mention TEXT --context TEXT" in line
 
 
+@pytest.mark.parametrize("mentions", [None, "", "\n \n"], ids=["missing", "empty", "blank"])
+def test_build_dataset_generic_without_mentions_says_so_in_one_line(tmp_path: Path, mentions: str | None) -> None:
+    # A user who meant to give mentions learns in one line that none were read, and that there are no queries.
+    folder = tmp_path / "corpus"
+    write_jsonl(folder / "corpus.jsonl", NEWS_DOCUMENTS)
+    if mentions is not None:
+        (folder / "mentions.jsonl").write_text(mentions, encoding="utf-8")
+    result = invoke("build-dataset", folder, "--format", "generic", "--out", tmp_path / "dataset")
+    why = "missing" if mentions is None else "empty"
+    assert "Traceback" not in result.output and "warning" not in result.output
+    assert result.stderr.strip().splitlines() == [
+        f"{folder / 'mentions.jsonl'} is {why}: {folder} is read as plain documents; the dataset holds its passages, "
+        "without mentions, queries or qrels"]
+    dataset = Dataset(tmp_path / "dataset")
+    assert not dataset.has_gold_mentions and dataset.manifest["options"]["source"]["mentions"] == "none"
+    assert all(dataset.queries_path(split).read_text(encoding="utf-8") == "" for split in ("train", "dev", "test"))
+
+
 def test_queries_of_your_own_in_a_plain_dataset_are_not_refused(plain: Path, tmp_path: Path) -> None:
     from corefsearch.search.pipeline import _check_split_queries
 
@@ -130,3 +150,56 @@ def test_queries_of_your_own_in_a_plain_dataset_are_not_refused(plain: Path, tmp
     queries.write_text("\n", encoding="utf-8")
     with pytest.raises(Exception, match="is a dataset of plain documents"):
         _check_split_queries(queries)
+
+
+def test_add_takes_text_files_and_tables_read_as_the_dataset_was(tmp_path: Path) -> None:
+    texts = write_texts(tmp_path / "texts", [{"doc_id": "storm-1", "title": "Storm", "text": "A storm hit Lima."}])
+    invoke("build-dataset", texts, "--format", "text", "--title", "none", "--out", tmp_path / "dataset")
+    more = tmp_path / "more"
+    (more / "2025").mkdir(parents=True)
+    (more / "2025" / "flood.txt").write_text("River floods Dayton\nThe river rose on Tuesday.\n", encoding="utf-8")
+    result = runner.invoke(app, ["add", str(tmp_path / "dataset"), "--corpus", str(more)])
+    assert result.exit_code == 0, result.output
+    assert "Titles (--title none)" in result.output  # as the dataset's documents were read
+    passages = list(Dataset(tmp_path / "dataset").passages())
+    assert [(p.id, p.title, p.text) for p in passages[-2:]] == [
+        ("2025/flood-0", "", "River floods Dayton"), ("2025/flood-1", "", "The river rose on Tuesday.")]
+    (more / "2025" / "quake.txt").write_text("Quake hits Lima\nThe ground shook.\n", encoding="utf-8")
+    (more / "2025" / "flood.txt").unlink()
+    result = runner.invoke(app, ["add", str(tmp_path / "dataset"), "--corpus", str(more), "--title", "auto"])
+    assert result.exit_code == 0, result.output
+    last = [(p.id, p.title) for p in Dataset(tmp_path / "dataset").passages()][-1]
+    assert last == ("2025/quake-0", "Quake hits Lima")
+    table = tmp_path / "more.csv"
+    table.write_text('id,headline,body\nr1,Rain,"Rain fell, and fell."\n', encoding="utf-8")
+    result = runner.invoke(app, ["add", str(tmp_path / "dataset"), "--corpus", str(table)])
+    assert result.exit_code == 0, result.output
+    assert "Columns: text from 'body', id from 'id', title from 'headline'." in result.output
+    assert [(p.id, p.title) for p in Dataset(tmp_path / "dataset").passages()][-1] == ("r1-0", "Rain")
+    again = runner.invoke(app, ["add", str(tmp_path / "dataset"), "--corpus", str(table)])
+    assert again.exit_code == 1 and "document r1 is already in the dataset" in again.output
+
+
+@java
+def test_documents_in_sub_folders_are_searched_and_served_by_their_path(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from corefsearch.search.engine import SearchEngine, SearchOptions
+    from corefsearch.serve.app import create_app
+
+    texts = tmp_path / "texts"
+    (texts / "2024" / "bbc").mkdir(parents=True)
+    (texts / "2024" / "bbc" / "fire.txt").write_text("Mill fire\nA fire broke out at the mill. Crews came.\n",
+                                                     encoding="utf-8")
+    (texts / "flood.txt").write_text("The river rose on Tuesday.\n", encoding="utf-8")
+    invoke("build-dataset", texts, "--format", "text", "--out", tmp_path / "dataset")
+    invoke("index", tmp_path / "dataset", "--out", tmp_path / "index", "--threads", 1)
+    hits = json.loads(invoke("query", "--index", tmp_path / "index", "--mention", "fire", "--k", 1,
+                             "--json").stdout)["hits"]
+    assert hits[0]["passage_id"] == "2024/bbc/fire-0"
+    engine = SearchEngine.open(tmp_path / "index", SearchOptions(), tmp_path / "dataset")
+    with TestClient(create_app(engine)) as client:
+        served = client.get("/passages/2024%2Fbbc%2Ffire-1")
+        assert served.status_code == 200, served.text
+        assert served.json()["doc_id"] == "2024/bbc/fire" and served.json()["text"] == "Crews came."
+        assert client.get("/passages/2024/bbc/fire-0").json()["title"] == "Mill fire"

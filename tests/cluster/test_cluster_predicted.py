@@ -10,12 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CLUSTER_DOCS, cluster_words, partition, save_mention_encoder, save_tiny_bert, write_jsonl
+from helpers import (
+    BROKEN_PREDICTED,
+    CLUSTER_DOCS,
+    break_predicted,
+    cluster_words,
+    partition,
+    save_mention_encoder,
+    save_tiny_bert,
+    write_jsonl,
+)
 from helpers import write_cluster_dataset as write_dataset
 from typer.testing import CliRunner
 
 from corefsearch.base.artefacts import PREDICTED_MENTIONS, manifest_record, write_manifest
-from corefsearch.base.errors import InputError
+from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.cli import app
 from corefsearch.cluster.predicted import detector_name, read_predicted_mentions
 from corefsearch.cluster.run import cluster_dataset
@@ -209,6 +218,21 @@ def test_a_dataset_without_predicted_mentions_says_what_to_run(split_dataset: Pa
     assert message == (f"error: {split_dataset} holds no predicted mentions; run `corefsearch detect {split_dataset} "
                        "--model MODEL|heuristic` first")
     assert not (tmp_path / "c.jsonl").exists()
+
+
+@pytest.mark.parametrize("state", BROKEN_PREDICTED)
+def test_predicted_mentions_broken_in_any_way_are_named_in_the_line_detect_gives(
+        no_split_dataset: Path, tmp_path: Path, state: str) -> None:
+    # one file without the other, or a mentions file changed since its manifest was written: the shared line
+    write_predicted(no_split_dataset, HAND_MENTIONS)
+    expected = break_predicted(no_split_dataset, state)
+    out = tmp_path / "c.jsonl"
+    assert cli_error(no_split_dataset, "--out", out, "--method", "singletons", "--scope", "corpus", "--split", "all",
+                     "--mentions", "predicted") == f"error: {expected}"
+    assert not out.exists()
+    with pytest.raises(CorefSearchError) as raised:
+        read_predicted_mentions(no_split_dataset, "all")
+    assert str(raised.value) == expected
 
 
 def test_split_rules_and_refused_combinations(split_dataset: Path, no_split_dataset: Path, tmp_path: Path) -> None:

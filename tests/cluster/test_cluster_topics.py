@@ -1,9 +1,11 @@
-"""Document groups of ``--scope predicted-topic``: K-means, a ``--topics`` file, ``--write-topics``, and
-their agreement with the gold topics."""
+"""Document groups of ``--scope predicted-topic``: the default (encoder and TF-IDF similarities), TF-IDF alone,
+K-means, a ``--topics`` file, ``--write-topics``, and their agreement with the gold topics."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import read_clusters, write_jsonl
@@ -12,7 +14,15 @@ from test_cluster_baselines import TOPIC_DOCUMENTS, TOPIC_MENTIONS, _build
 from corefsearch.base.errors import InputError
 from corefsearch.cluster.agreement import agreement, ecbplus_subtopic, ecbplus_subtopics
 from corefsearch.cluster.run import cluster_dataset
-from corefsearch.cluster.topics import predicted_topics, read_topics_file
+from corefsearch.cluster.topics import (
+    DEFAULT_TOPIC_THRESHOLD,
+    TFIDF_TOPIC_THRESHOLD,
+    default_topic_threshold,
+    document_embeddings,
+    predicted_topics,
+    read_topics_file,
+    topic_encoder,
+)
 
 
 @pytest.fixture
@@ -144,3 +154,65 @@ def test_missing_documents_in_the_topics_file(dataset: Path, tmp_path: Path) -> 
     with pytest.raises(InputError, match=r"t.tsv: 2 document\(s\) .* \(e.g. hack-1\)"):
         cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", topics=topics)
     assert not (tmp_path / "c.jsonl").exists()
+
+
+def _same(texts: Sequence[str]) -> Any:
+    import numpy as np
+
+    return np.ones((len(texts), 4), dtype=np.float32) / 2.0  # every pair: similarity 1
+
+
+def _apart(texts: Sequence[str]) -> Any:
+    import numpy as np
+
+    return np.eye(len(texts), dtype=np.float32)  # every pair: similarity 0
+
+
+def _refused(texts: Sequence[str]) -> Any:
+    raise AssertionError("the encoder was asked for")
+
+
+def test_default_grouping_is_the_mean_of_encoder_and_tfidf_similarities() -> None:
+    texts = {d["doc_id"]: d["text"] for d in TOPIC_DOCUMENTS}
+    # Encoder similarity 1 everywhere: distance = (1 - TF-IDF similarity) / 2 <= 0.5, under the 0.64 cut.
+    assert set(predicted_topics(texts, embed=_same).values()) == {"p1"}
+    # Encoder similarity 0: distance >= 0.5 + (1 - 0.5 * TF-IDF): nothing merges at 0.64 ...
+    assert len(set(predicted_topics(texts, embed=_apart).values())) == 3
+    # ... while TF-IDF alone (the former default) merges the two raids and never asks for the encoder.
+    assert predicted_topics(texts, method="agglomerative-tfidf", embed=_refused) == {
+        "hack-1": "p1", "raid-1": "p2", "raid-2": "p2"}
+    assert predicted_topics(texts, method="kmeans", n_topics=2, embed=_refused) == {
+        "hack-1": "p1", "raid-1": "p2", "raid-2": "p2"}
+    assert predicted_topics({"only": "one document"}, embed=_refused) == {"only": "p1"}
+    assert (default_topic_threshold(), default_topic_threshold("agglomerative-tfidf")) == (
+        DEFAULT_TOPIC_THRESHOLD, TFIDF_TOPIC_THRESHOLD)
+
+
+def test_only_predicted_topics_ask_for_the_encoder(dataset: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("corefsearch.cluster.topics.document_embeddings", _refused)
+    for options in ({"scope": "topic"}, {"scope": "corpus"},
+                    {"scope": "predicted-topic", "topic_method": "agglomerative-tfidf"}):
+        cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", **options)
+    with pytest.raises(AssertionError, match="the encoder was asked for"):
+        cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", scope="predicted-topic")
+
+
+def test_tfidf_method_and_threshold_through_cluster(dataset: Path, tmp_path: Path) -> None:
+    summary = cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", scope="predicted-topic",
+                              topic_method="agglomerative-tfidf", topic_threshold=0.8)
+    assert summary.groups == 2
+    with pytest.raises(InputError, match="agglomerative, agglomerative-tfidf, kmeans"):
+        cluster_dataset(dataset, tmp_path / "c.jsonl", method="lemma", scope="predicted-topic", topic_method="x")
+
+
+def test_document_embeddings_of_a_model_folder(tiny_base: Path) -> None:
+    import numpy as np
+
+    vectors = document_embeddings(["gunmen attacked a bank", "hackers", ""], encoder=str(tiny_base))
+    assert vectors.shape == (3, 32) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert topic_encoder(str(tiny_base)) is topic_encoder(str(tiny_base))  # loaded once a process
+    texts = {d["doc_id"]: d["text"] for d in TOPIC_DOCUMENTS}
+    grouped = predicted_topics(texts, embed=lambda t: document_embeddings(t, encoder=str(tiny_base)))
+    assert sorted(grouped) == ["hack-1", "raid-1", "raid-2"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +296,237 @@ def test_gold_clusters_written_by_cluster_conll_read_back_as_the_same_clusters(t
     read_back = [{words[m] for m in c["mention_ids"]} for c in map(json.loads, (back / "clusters.jsonl")
                                                                     .read_text().splitlines())]
     assert sorted(map(sorted, read_back)) == sorted(map(sorted, gold.values()))
+
+
+# A token that is a space (spaCy keeps one for a double space), its cell a space between two tabs, and one
+# that is nothing between two tabs: each an empty token in its place, the columns after it read as they are.
+SPACE_TOKENS = """\
+#begin document (0_news_1); part 000
+0_news_1\t0\t0\tStorm\t(1)
+0_news_1\t0\t1\t \t-
+0_news_1\t0\t2\thits\t(2
+0_news_1\t0\t3\t\t-
+0_news_1\t0\t4\tcoast\t2)|(3
+0_news_1\t0\t5\t \t3)
+
+0_news_1\t1\t0\t \t(9)
+
+0_news_1\t2\t0\t \t(1
+0_news_1\t2\t1\tThe\t-
+0_news_1\t2\t2\tstorm\t1)
+#end document
+"""
+
+
+def test_a_token_of_white_space_is_an_empty_token_and_keeps_its_column(tmp_path: Path) -> None:
+    from corefsearch.datasets.conll import ConllReport
+
+    report = ConllReport()
+    documents = list(read_conll(_write(tmp_path, "news.conll", SPACE_TOKENS), report=report))
+    [document] = documents
+    # Two spaces between the tokens around an inner blank one; blank tokens at a sentence's ends and a sentence of
+    # blank tokens only are left out of the text.
+    assert document.text == "Storm  hits  coast\nThe storm" and document.units == [(0, 18), (19, 28)]
+    # The columns after a blank token are read right: the coreference of line 6 is 2)|(3, not shifted.
+    assert _mentions(documents) == {"0_news_1_1": ("Storm", "1"), "0_news_1_2": ("hits  coast", "2"),
+                                    "0_news_1_3": ("coast", "3"), "0_news_1_4": ("The storm", "1")}
+    assert report.blank_tokens == 5 and report.blank_where == f"{tmp_path / 'news.conll'}:3"
+    assert report.blank_mentions == [f"{tmp_path / 'news.conll'}:9"]  # (9) on a blank token only
+    lines = report.lines()
+    assert lines[0].startswith(f"Blank tokens: 5 token cell(s) held only white space or nothing (first at "
+                               f"{tmp_path / 'news.conll'}:3); each is an empty token in its place")
+    assert lines[1] == f"Left out 1 mention(s) on blank tokens only (first at {tmp_path / 'news.conll'}:9)."
+    assert len(lines) == 2  # one file: ids as they are
+
+
+def test_a_file_without_blank_tokens_reports_nothing(tmp_path: Path) -> None:
+    from corefsearch.datasets.conll import ConllReport
+
+    report = ConllReport()
+    list(read_conll(_write(tmp_path, "t.conll", CROSS_DOCUMENT), report=report))
+    assert report.lines() == [] and report.blank_tokens == 0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # A doubled tab between columns is not a token: the line would have a column more than the line before it.
+    ("#begin document x\nd\t0\t0\ta\t-\nd\t0\t1\t\tb\t(4)\n#end document\n",
+     "x.conll:3: 6 columns, but line 2 of the same document has 5: a blank cell"),
+    (TOPIC_LEVEL.replace("36_0\t36_1ecb\t0\t1", "36_0\t \t0\t1"), r"x.conll:3: the document \(third column\) is blank"),
+    ("#begin document x\nd\t \t0\ta\t-\n#end document\n", r"x.conll:2: the part or sentence \(second column\) is"),
+])
+def test_blank_cells_other_than_the_token_name_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        list(read_conll(_write(tmp_path, "x.conll", text)))
+
+
+def test_space_separated_lines_with_a_blank_token_elsewhere_still_read(tmp_path: Path) -> None:
+    # One file mixing space-separated lines and a tab-separated line with a blank token.
+    text = "#begin document s\nd 0 0 Storm (1)\nd\t0\t1\t \t-\nd 0 2 hit (1)\n#end document\n"
+    documents = list(read_conll(_write(tmp_path, "s.conll", text)))
+    assert documents[0].text == "Storm  hit" and _spans(documents) == {"d_1": (0, 5, "1"), "d_2": (7, 10, "1")}
+
+
+# Split files that each number their documents from 0: train.conll and dev.conll both hold 0_news_362, two
+# different documents, and each numbers its chains from 1.
+SPLIT_TRAIN = """\
+#begin document (0_news_362); part 000
+0_news_362\t0\t0\tStorm\t(1)
+0_news_362\t0\t1\thits\t(2)
+0_news_362\t1\t0\tThe\t(1
+0_news_362\t1\t1\tstorm\t1)
+#end document
+#begin document (1_news_7); part 000
+1_news_7\t0\t0\tstorm\t(1)
+#end document
+"""
+SPLIT_DEV = """\
+#begin document (0_news_362); part 000
+0_news_362\t0\t0\tQuake\t(1)
+0_news_362\t0\t1\tkills\t(5)
+0_news_362\t1\t0\tquake\t(1)
+#end document
+"""
+
+
+@pytest.mark.parametrize("split_by", ["corpus", "clusters"])
+def test_split_files_that_reuse_a_document_id_keep_both_documents_by_file(tmp_path: Path, split_by: str) -> None:
+    from corefsearch.datasets.conll import ConllReport
+
+    folder = tmp_path / "splits"
+    _write(folder, "train.conll", SPLIT_TRAIN)
+    _write(folder, "dev.conll", SPLIT_DEV)
+    report = ConllReport()
+    documents = list(read_conll(folder, split_by=split_by, report=report))
+    assert [(d.doc_id, d.split, d.text) for d in documents] == [
+        ("dev/0_news_362", "dev" if split_by == "corpus" else None, "Quake kills\nquake"),
+        ("train/0_news_362", "train" if split_by == "corpus" else None, "Storm hits\nThe storm"),
+        ("train/1_news_7", "train" if split_by == "corpus" else None, "storm")]
+    assert _mentions(documents) == {
+        "dev/0_news_362_1": ("Quake", "dev/1"), "dev/0_news_362_2": ("kills", "dev/5"),
+        "dev/0_news_362_3": ("quake", "dev/1"),
+        "train/0_news_362_1": ("Storm", "train/1"), "train/0_news_362_2": ("hits", "train/2"),
+        "train/0_news_362_3": ("The storm", "train/1"), "train/1_news_7_1": ("storm", "train/1")}
+    assert report.lines() == [
+        f"Document ids by file: 1 document name(s) are in more than one file (e.g. 0_news_362 in {folder}/dev.conll:1 "
+        f"and {folder}/train.conll:1), so every document id is FILE/NAME (e.g. dev/0_news_362), FILE as in the cluster "
+        "ids (the file's name without its last suffix); mention ids follow (FILE/NAME_1, …)."]
+
+
+def test_document_ids_stay_as_they_are_where_no_two_files_share_one(tmp_path: Path) -> None:
+    from corefsearch.datasets.conll import ConllReport
+
+    folder = tmp_path / "splits"
+    _write(folder, "train.conll", SPLIT_TRAIN)
+    _write(folder, "dev.conll", SPLIT_DEV.replace("0_news_362", "0_news_363"))
+    report = ConllReport()
+    documents = list(read_conll(folder, split_by="corpus", report=report))
+    assert [d.doc_id for d in documents] == ["0_news_363", "0_news_362", "1_news_7"]
+    assert report.lines() == []
+
+
+def test_a_document_named_twice_in_one_file_is_an_error(tmp_path: Path) -> None:
+    # Within a file, two blocks of the same part (or none) naming one document cannot be told apart.
+    text = SPLIT_TRAIN.replace("1_news_7", "0_news_362")
+    with pytest.raises(InputError, match=r"train.conll:7: document 0_news_362_000 is also in .*train.conll:1$"):
+        list(read_conll(_write(tmp_path, "train.conll", text)))
+    # Also when another file shares the name.
+    _write(tmp_path / "f", "train.conll", text)
+    _write(tmp_path / "f", "dev.conll", SPLIT_DEV)
+    with pytest.raises(InputError, match=r"train.conll:7: document 0_news_362_000 is also in .*train.conll:1$"):
+        list(read_conll(tmp_path / "f", split_by="corpus"))
+
+
+def test_build_dataset_reads_split_files_that_reuse_ids_and_says_so(tmp_path: Path) -> None:
+    folder = tmp_path / "splits"
+    _write(folder, "train.conll", SPLIT_TRAIN + SPACE_TOKENS)
+    _write(folder, "dev.conll", SPLIT_DEV)
+    out = tmp_path / "ds"
+    result = CliRunner().invoke(app, ["build-dataset", str(folder), "--format", "conll", "--split-by", "corpus",
+                                      "--splits", "train,dev", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Document ids by file: 1 document name(s) are in more than one file" in result.output
+    assert "Blank tokens: 5 token cell(s)" in result.output
+    assert "Left out 1 mention(s) on blank tokens only" in result.output
+    passages = [json.loads(line) for line in (out / "passages.jsonl").read_text().splitlines()]
+    assert {p["doc_id"] for p in passages} == {"dev/0_news_362", "train/0_news_362", "train/1_news_7",
+                                               "train/0_news_1"}
+    clusters = {c["cluster_id"]: sorted(c["mention_ids"]) for c in map(json.loads, (out / "clusters.jsonl")
+                                                                        .read_text().splitlines())}
+    assert clusters["dev/1"] == ["dev/0_news_362_1", "dev/0_news_362_3"]
+    assert clusters["train/1"] == ["train/0_news_1_1", "train/0_news_1_4", "train/0_news_362_1",
+                                   "train/0_news_362_3", "train/1_news_7_1"]
+
+
+def _synthetic_file(rng: Any, doc_names: list[str], chains: int) -> str:
+    """A tab-separated CoNLL file: a block per document, sentences of 3 to 9 tokens (some of them blank), mentions
+    within sentences (nested, overlapping, one-token), never on blank tokens only."""
+    lines = []
+    for doc_name in doc_names:
+        lines.append(f"#begin document ({doc_name}); part 000")
+        for sentence in range(rng.randint(1, 4)):
+            length = rng.randint(3, 9)
+            words = [" " if 0 < index < length - 1 and rng.random() < 0.15 else f"w{rng.randint(0, 99)}"
+                     for index in range(length)]
+            cells: list[list[str]] = [[] for _ in words]
+            for _ in range(rng.randint(0, 4)):
+                starts = [index for index, word in enumerate(words) if word.strip()]
+                first = rng.choice(starts)
+                last = rng.choice([index for index in starts if index >= first])
+                chain = rng.randint(1, chains)
+                if first == last:
+                    cells[first].append(f"({chain})")
+                else:
+                    cells[first].append(f"({chain}")
+                    cells[last].insert(0, f"{chain})")  # closes before the ones this line opens
+            for index, word in enumerate(words):
+                lines.append(f"{doc_name}\t{sentence}\t{index}\t{word}\t{'|'.join(cells[index]) or '-'}")
+            lines.append("")
+        lines.append("#end document")
+    return "\n".join(lines) + "\n"
+
+
+def _independent_counts(folder: Path) -> tuple[int, int]:
+    """Mentions and chains of the CoNLL files of ``folder`` from their last column alone: a mention per ``(``,
+    a chain per chain id and file (the files of a folder stay apart)."""
+    mentions, chains = 0, set()
+    for path in sorted(folder.glob("*.conll")):
+        opens = closes = 0
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            coreference = line.split("\t")[-1]
+            singles = re.findall(r"\((\d+)\)", coreference)
+            opened = re.findall(r"\((\d+)(?![\d)])", coreference)
+            opens, closes = opens + len(opened), closes + len(re.findall(r"(?<![(\d])\d+\)", coreference))
+            mentions += len(singles) + len(opened)
+            chains.update((path.name, chain) for chain in singles + opened)
+        assert opens == closes, path
+    return mentions, len(chains)
+
+
+@pytest.mark.parametrize("split_by", ["corpus", "clusters"])
+def test_build_counts_of_split_files_with_blank_tokens_are_those_the_files_give(tmp_path: Path,
+                                                                                split_by: str) -> None:
+    import random
+
+    rng = random.Random(7)
+    folder = tmp_path / "corpus"
+    # Each split file numbers its documents and chains from 0 and 1: the documents 0_news_0, … are in every file.
+    for name, documents in (("train.conll", 30), ("dev.conll", 12), ("test.conll", 12)):
+        _write(folder, name, _synthetic_file(rng, [f"{number}_news_{number * 7}" for number in range(documents)],
+                                             chains=25))
+    mentions, chains = _independent_counts(folder)
+    assert mentions > 250 and chains > 50
+    out = tmp_path / f"ds-{split_by}"
+    result = CliRunner().invoke(app, ["build-dataset", str(folder), "--format", "conll", "--split-by", split_by,
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = re.search(r"(\d+) documents, \d+ passages \(0 distractors\), ([\d,]+) mentions in ([\d,]+) clusters",
+                        result.output)
+    assert summary is not None, result.output
+    assert (int(summary[1]), int(summary[2].replace(",", "")), int(summary[3].replace(",", ""))) == (
+        54, mentions, chains)
+    assert "Document ids by file:" in result.output and "Blank tokens:" in result.output
+    assert "Left out" not in result.output and "crossed a passage boundary" not in result.output
+    clusters = [json.loads(line) for line in (out / "clusters.jsonl").read_text().splitlines()]
+    assert len(clusters) == chains and sum(len(c["mention_ids"]) for c in clusters) == mentions

@@ -8,15 +8,33 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import build_tiny_dataset, corpus_words, make_tiny_bert, one_torch_thread
+from helpers import (
+    BROKEN_PREDICTED,
+    break_predicted,
+    build_tiny_dataset,
+    corpus_words,
+    make_tiny_bert,
+    one_torch_thread,
+)
 from typer.testing import CliRunner
 
+from corefsearch.base.errors import CorefSearchError
 from corefsearch.cli import app
 from corefsearch.detect.labels import B_TAG, I_TAG, IGNORE, O_TAG, spans_from_tags, tags_for_spans, trim
 from corefsearch.evaluate.mentions import score_detection
 from corefsearch.io.write import sha256_file
 
 runner = CliRunner()
+
+
+def one_line_error(*args: object) -> str:
+    """The one line (exit 1, no traceback) with which a command refuses."""
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
 
 
 # --- BIO tags ------------------------------------------------------------------------------------------
@@ -229,6 +247,57 @@ def test_evaluate_mentions_scores_a_detection_against_the_gold_mentions(dataset:
     assert missing.exit_code == 1 and "--dataset" in missing.output
 
 
+@pytest.mark.parametrize("state", BROKEN_PREDICTED)
+def test_broken_predicted_mentions_are_named_by_every_command_and_detect_overwrite_repairs_them(
+        dataset: Path, tmp_path: Path, state: str) -> None:
+    from corefsearch.datasets.dataset import Dataset
+
+    copy = _copy(dataset, tmp_path)
+    assert runner.invoke(app, ["detect", str(copy), "--model", "heuristic"]).exit_code == 0
+    expected = f"error: {break_predicted(copy, state)}"
+    # detect (never "already exists" of a file that is not there), evaluate --mentions DATASET, add: the same line
+    assert one_line_error("detect", copy, "--model", "heuristic") == expected
+    assert one_line_error("evaluate", "--mentions", copy, "--dataset", copy) == expected
+    corpus = tmp_path / "new"
+    corpus.mkdir()
+    (corpus / "corpus.jsonl").write_text(json.dumps({"doc_id": "new-1", "text": "The earthquake hit the town."}) + "\n",
+                                         encoding="utf-8")
+    before = sha256_file(copy / "passages.jsonl")
+    assert one_line_error("add", copy, "--corpus", corpus) == expected
+    assert sha256_file(copy / "passages.jsonl") == before  # refused before anything was added
+    # --overwrite writes both files afresh, and the dataset's predicted mentions read again
+    result = runner.invoke(app, ["detect", str(copy), "--model", "heuristic", "--overwrite"])
+    assert result.exit_code == 0, result.output
+    manifest = Dataset(copy).check_predicted()
+    assert manifest is not None
+    assert manifest["file_sha256"] == "sha256:" + sha256_file(copy / "predicted_mentions.jsonl")
+    assert sum(manifest["counts"][k] for k in ("event", "entity")) == len(list(Dataset(copy).predicted_mentions()))
+    scored = runner.invoke(app, ["evaluate", "--mentions", str(copy), "--dataset", str(copy)])
+    assert scored.exit_code == 0, scored.output
+
+
+def test_detect_overwrite_stopped_before_its_manifest_leaves_no_new_mentions_under_the_old_record(
+        dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import corefsearch.detect.run as run
+    from corefsearch.datasets.dataset import Dataset
+
+    copy = _copy(dataset, tmp_path)
+    run.detect_dataset(copy, "heuristic", types=["event"])
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "write_manifest", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run.detect_dataset(copy, "heuristic", overwrite=True)  # every type now: another file than the manifest's
+    assert (copy / "predicted_mentions.jsonl").is_file() and not (copy / "predicted_mentions.json").exists()
+    with pytest.raises(CorefSearchError, match=r"has no manifest beside it .* --overwrite` to detect them again"):
+        Dataset(copy).check_predicted()
+    monkeypatch.undo()
+    run.detect_dataset(copy, "heuristic", overwrite=True)
+    assert Dataset(copy).predicted_manifest()["types"] == ["event", "entity"]
+
+
 def test_detect_refuses_what_is_not_a_detector(dataset: Path, tmp_path: Path, tiny_base: Path,
                                                trained: Path) -> None:
     copy = _copy(dataset, tmp_path)
@@ -311,6 +380,37 @@ def test_add_detects_the_new_passages_with_the_datasets_detector(trained: Path, 
     result = runner.invoke(app, ["add", str(copy), "--corpus", str(corpus)])
     assert result.exit_code == 1 and "cannot be loaded" in result.output
     assert sha256_file(copy / "passages.jsonl") == manifest["passages_sha256"].removeprefix("sha256:")
+
+
+def test_add_of_text_files_detects_them_with_the_datasets_detector(trained: Path, tmp_path: Path) -> None:
+    """A collection built from .txt files grows by more .txt files (a nested one too), and the detector that
+    found the dataset's mentions runs on the new passages."""
+    from corefsearch.datasets.dataset import Dataset
+
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "fire.txt").write_text("A fire burned the mill at Avonford.\nCrews fought the blaze all night.\n",
+                                    encoding="utf-8")
+    built = tmp_path / "built"
+    with one_torch_thread():
+        result = runner.invoke(app, ["build-dataset", str(first), "--format", "text", "--out", str(built)])
+        assert result.exit_code == 0, result.output
+        assert runner.invoke(app, ["detect", str(built), "--model", str(trained)]).exit_code == 0
+        before = (built / "predicted_mentions.jsonl").read_text()
+        more = tmp_path / "more"
+        (more / "2024").mkdir(parents=True)
+        (more / "2024" / "quake.txt").write_text("The earthquake hit the town. Rescuers arrived.\n", encoding="utf-8")
+        result = runner.invoke(app, ["add", str(built), "--corpus", str(more)])
+    assert result.exit_code == 0, result.output
+    assert "predicted mentions: +" in result.output
+    data = Dataset(built)
+    passages = list(data.passages())
+    assert {p.doc_id for p in passages} == {"fire", "2024/quake"}
+    assert any(p.text == "The earthquake hit the town." for p in passages)
+    assert (built / "predicted_mentions.jsonl").read_text().startswith(before)
+    manifest = data.predicted_manifest()
+    assert manifest["passages_sha256"] == "sha256:" + sha256_file(built / "passages.jsonl")
+    assert manifest["counts"]["passages"] == len(passages)
 
 
 def test_word_tagging_tags_the_first_piece_of_each_word_with_the_whole_word() -> None:

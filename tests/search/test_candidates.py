@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import flat, plain_news_collection, save_mention_encoder
+from helpers import BROKEN_PREDICTED, break_predicted, flat, plain_news_collection, save_mention_encoder
 from typer.testing import CliRunner
 
-from corefsearch.base.errors import InputError
+from corefsearch.base.errors import CorefSearchError, InputError
 from corefsearch.base.schema import Query
 from corefsearch.cli import app
 from corefsearch.search.candidates import (
@@ -100,6 +100,35 @@ def test_stored_predicted_mentions_are_read_not_detected_again(plain: tuple[Path
              for pid, found in stored.of(ids).items()}
     assert spans == {pid: sorted((c.record.start, c.record.end, c.type) for c in found)
                      for pid, found in detected.of(ids).items()}
+
+
+@pytest.mark.parametrize("state", BROKEN_PREDICTED)
+def test_stored_predicted_mentions_broken_in_any_way_are_refused_not_detected_again(
+        plain: tuple[Path, Path], tmp_path: Path, state: str) -> None:
+    # one file without the other, or a changed file: the line every command gives (never a silent detection)
+    dataset = tmp_path / "dataset"
+    shutil.copytree(plain[0], dataset)
+    invoke("detect", dataset, "--model", "heuristic")
+    expected = break_predicted(dataset, state)
+    with pytest.raises(CorefSearchError) as raised:
+        open_candidates("detected", dataset)
+    assert str(raised.value) == expected
+    # a detector asked for reads nothing stored
+    assert isinstance(open_candidates("detected", dataset, detector="heuristic"), DetectedCandidates)
+
+
+@java
+def test_query_names_broken_predicted_mentions_in_one_line(tiny_base: Path, tmp_path: Path) -> None:
+    dataset, index = plain_news_collection(tmp_path / "plain")
+    encoder = save_mention_encoder(tiny_base, tmp_path / "encoder")
+    for state in BROKEN_PREDICTED:
+        invoke("detect", dataset, "--model", "heuristic", "--overwrite")  # detect --overwrite repairs any state
+        expected = break_predicted(dataset, state)
+        result = runner.invoke(app, [str(a) for a in (
+            "query", "--index", index, "--mention", "earthquake", "--context", CONTEXT, "--k", 3, "--device", "cpu",
+            "--query-format", "mention", "--mention-encoder", encoder, "--rounds", 2, "--expand", 2)])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.stderr.strip().splitlines() == [f"error: {expected}"]
 
 
 def test_gold_candidates_are_refused_on_a_coresearch_dataset(tiny_dataset: Path, tmp_path: Path) -> None:

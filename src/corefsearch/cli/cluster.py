@@ -40,12 +40,15 @@ class ClusterArgs:
         "--out then adds passage_id, doc_id, start, end and detector).")})
     scope: str | None = field(default=None, metadata={"help": (
         "topic (within each document topic the dataset records; the default) | predicted-topic (within groups of "
-        "documents clustered by TF-IDF, or given by --topics) | corpus (all mentions of the split at once).")})
+        "documents clustered by --topic-method, or given by --topics) | corpus (all mentions of the split at once).")})
     topic_method: str | None = field(default=None, metadata={"help": (
-        "With --scope predicted-topic: agglomerative (average linkage cut at --topic-threshold, or into --n-topics "
-        "groups; the default) | kmeans (K-means into --n-topics groups).")})
+        "With --scope predicted-topic: agglomerative (average linkage on the mean of the default encoder's "
+        "(all-MiniLM-L6-v2) and TF-IDF's cosine similarities, cut at --topic-threshold or into --n-topics groups; "
+        "the default) | agglomerative-tfidf (the same on TF-IDF alone, the former default) | kmeans (K-means on "
+        "TF-IDF into --n-topics groups).")})
     topic_threshold: float | None = field(default=None, metadata={"help": (
-        "With --scope predicted-topic: the cosine distance at which documents stop being merged (default 0.8).")})
+        "With --scope predicted-topic: the cosine distance at which documents stop being merged (default 0.64; "
+        "0.8 with --topic-method agglomerative-tfidf).")})
     n_topics: int | None = field(default=None, metadata={"option": "--n-topics", "help": (
         "With --scope predicted-topic: the number of document groups (needed by --topic-method kmeans).")})
     topics: Path | None = field(default=None, metadata={"option": "--topics", "help": (

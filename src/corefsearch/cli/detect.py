@@ -37,7 +37,9 @@ class DetectArgs:
     precision: str = field(default=DEFAULT_PRECISION, metadata={"help": PRECISION_HELP})
     threads: int | None = field(default=None, metadata={
         "help": "CPU threads (torch.set_num_threads; default: torch's)."})
-    overwrite: bool = field(default=False, metadata={"help": "Replace the dataset's predicted mentions."})
+    overwrite: bool = field(default=False, metadata={"help": (
+        "Replace the dataset's predicted mentions (also what repairs them: one of the two files without the other, "
+        "or a mentions file changed since detection).")})
 
 
 @app.command("detect")

@@ -22,6 +22,11 @@ def print_build_summary(summary: BuildSummary, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    if not summary.mentions:  # plain documents: no clusters, queries or qrels to count by split
+        console.print(f"Dataset {summary.out}: {counted(summary.documents, 'document')}, "
+                      f"{counted(summary.passages, 'passage')}, no mentions (find them with `corefsearch detect`).",
+                      highlight=False, markup=False)
+        return
     table = Table(title=Text(f"Dataset {summary.out}"))
     table.add_column("split")
     for column in ("clusters", "queries", "relevant pairs"):
@@ -255,6 +260,8 @@ def print_add_summary(summary: Any, console: Console) -> None:
                       "passages)", markup=False)
     for line in summary.indexes:
         console.print(f"  index {line}", markup=False)
+    for line in getattr(summary, "read", []):
+        console.print(f"  {line}", markup=False, highlight=False)
 
 
 def print_export_summary(summary: Any, model_dir: Path, out: Path | None, console: Console) -> None:

@@ -61,7 +61,7 @@ class ClustererTrainingArguments(TrainingArguments):
                 "negatives (the N nearest mentions of the same topic), or topic batches that gather a mention's "
                 "nearest mentions.", "option": "--remine-negatives"})
     scope: str = field(default="topic", metadata={  # dev clustering: within gold topics or predicted topics
-        "help": "Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters)."})
+        "help": "Dev clustering within: topic (gold topics) | predicted-topic (predicted document groups)."})
     # β values tried on dev with every τ (comma-separated): a shared head lemma takes β off a pair's distance
     lemma_weights: str = field(default="0", metadata={
         "help": "Lemma weights β tried on dev with every τ, comma-separated (a shared head lemma takes β off a "

@@ -45,10 +45,9 @@ def read_predicted_mentions(dataset_dir: Path, split: str | None = None) -> Spli
     if split is not None and split not in (*SPLITS, ALL_PASSAGES):
         raise InputError(f"--split must be one of {', '.join((*SPLITS, ALL_PASSAGES))}, got {split!r}")
     dataset = Dataset(dataset_dir)
-    detector = detector_name(dataset.predicted_manifest())  # one line when the dataset has none
+    # one line when the dataset has none, or one of the two files without the other, or a changed one
+    detector = detector_name(dataset.predicted_manifest())
     path = dataset.predicted_mentions_path
-    if not path.is_file():
-        raise MissingArtefactError(f"{path}: no such file; {_redetect(dataset)}")
     by_passage: dict[str, list[PredictedMention]] = {}
     seen: set[str] = set()
     for mention in dataset.predicted_mentions():

@@ -36,7 +36,6 @@ from corefsearch.cluster.predicted import (
     span_fields,
 )
 from corefsearch.cluster.topics import (
-    DEFAULT_TOPIC_THRESHOLD,
     SCOPES,
     check_topic_options,
     mention_groups,
@@ -120,7 +119,8 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     (``all``: every passage, the default when no passage records a split) instead (``predicted.py``), each
     line adding where its mention is.
     ``scope`` defaults to topic (predicted-topic with ``topics``). ``topic_method`` (agglomerative, the default,
-    or kmeans), ``topic_threshold`` (the cosine distance that cuts the agglomerative tree) and ``n_topics``
+    agglomerative-tfidf or kmeans), ``topic_threshold`` (the cosine distance that cuts the agglomerative tree;
+    None: the method's default) and ``n_topics``
     (the number of groups) say how ``predicted-topic`` groups documents; ``topics``: a ``doc_id<TAB>group``
     file to take the groups from instead; ``write_topics``: write the groups used to that file.
     With ``method`` encoder: the mention encoder folder ``model``, the clustering threshold τ
@@ -230,13 +230,12 @@ def cluster_dataset(dataset: Path, out: Path, method: str = "lemma", split: str 
     else:
         found = read_predicted_mentions(dataset, split)
         split = found.split or ALL_PASSAGES
-    topic_cut = DEFAULT_TOPIC_THRESHOLD if topic_threshold is None else topic_threshold
     doc_ids = {m.doc_id for m in found.mentions}
     file_topics = read_topics_file(Path(topics), doc_ids) if topics is not None else None
     # Checked for singletons too (a missing topic is an error with every method), so that a loop over
     # methods and scopes fails at once; the singleton partition itself is the same in every scope.
-    groups = mention_groups(found.mentions, scope, dataset, topic_cut, topic_method or "agglomerative", n_topics,
-                            file_topics)
+    groups = mention_groups(found.mentions, scope, dataset, topic_threshold, topic_method or "agglomerative",
+                            n_topics, file_topics)
     doc_groups = {m.doc_id: groups[m.mention_id] for m in found.mentions}
     tau: float | None = None
     beta: float | None = None

@@ -11,7 +11,11 @@ A file holds blocks::
 
 one token a line. A line holding a tab is split on tabs only, so that a cell may hold spaces (a
 token ``New York`` or ``10\u00a0000``, a coreference cell ``(12| (14``); other lines are split on
-white space. Two layouts are read, the first token line of each file telling which:
+white space. In a tab-separated line every cell is a column, a blank one too: a token that is white
+space (``doc\t0\t7\t \t-``, a space as spaCy keeps one, or nothing between the two tabs) is an
+empty token in its place, and the build summary counts them (only the token may be blank, and a
+blank token's line has as many columns as the line before it in the document, so that a doubled tab
+between columns is not read as a token). Two layouts are read, the first token line of each file telling which:
 
 * the reference scorer's: the document, the part (or the sentence, in the cross-document files of
   Cattan et al. 2021), the token number, the token, any other columns (``doc1 0 0 Token - - - (3)``),
@@ -31,15 +35,23 @@ What the reader makes of it:
 
 * **Documents** are the values of the document column: a cross-document corpus is usually one block
   holding many documents. A document in blocks of different parts is one document per part,
-  named ``NAME_PART``.
+  named ``NAME_PART``. The document ids are these names while they are unique; where two files of a
+  folder name the same document (split files that each number their documents from 0, as
+  ``train.conll`` and ``dev.conll`` both holding ``0_news_362``), the two are different documents and
+  every document id is ``FILE/NAME``, ``FILE`` as in the cluster ids (``dev/0_news_362``), whether the
+  files are splits (``--split-by corpus``) or not, and the build summary says so. Ids are left as
+  they are where nothing collides, so a folder whose files name different documents keeps its ids. A
+  name given twice within one file (the same part, or no part) is an error.
 * **Chains** run through the whole file: a chain id names one cluster in every block of the file
   (the topic-level files of Cattan et al. hold one block per topic, with corpus-wide chain ids), and
   the cluster id is the chain id. The files of a folder stay apart (files such as ``cluster --conll``
   writes number their chains from 1 each): with several files it is ``FILE/ID``, ``FILE`` the
   file's name without its last suffix (the whole name where two would be the same).
 * **Mentions** are numbered in each document in text order (``DOC_1``, ``DOC_2``, …, by first
-  token, then last);
-  they take the type ``--mention-type`` names, since the format does not type them.
+  token, then last; ``DOC`` the document id, so ``dev/0_news_362_1`` where ids are by file);
+  they take the type ``--mention-type`` names, since the format does not type them. A mention runs
+  from its first to its last token that is not blank; one on blank tokens only is left out, and
+  the build summary counts it.
 * **Topics**: the topic column of the eight-column layout; none in the other.
 * **Splits**: none in the format. With ``--split-by corpus`` each file's split is the start of
   its name (``train``, ``dev``/``val``, ``test``), as in ``dev_events.gold_conll``.
@@ -55,6 +67,7 @@ from typing import NamedTuple
 
 from corefsearch.base.errors import InputError
 from corefsearch.base.schema import Document, safe_id
+from corefsearch.datasets.conll_ids import BlockNames, Collision, document_ids, file_labels
 from corefsearch.datasets.tokenised import TokenDocument, TokenMention
 from corefsearch.io.read import closing_iterator, text_lines
 
@@ -140,11 +153,12 @@ def file_split(path: Path) -> str:
 
 
 def _columns(line: str) -> list[str]:
-    """The cells of a token line: split on tabs where it holds one (cells keep inner spaces), else on white space."""
+    """The cells of a token line: split on tabs where it holds one (cells keep inner spaces; a cell of white
+    space only, or none, is a blank cell ``""`` in its place), else on white space."""
     line = line.strip(_ASCII_SPACE)
     if "\t" not in line:
         return line.split()
-    return [cell for cell in (raw.strip(_ASCII_SPACE) for raw in line.split("\t")) if cell]
+    return [raw.strip(_ASCII_SPACE) for raw in line.split("\t")]
 
 
 def _layout_of(columns: list[str]) -> _Layout:
@@ -167,6 +181,12 @@ def _row(path: Path, number: int, columns: list[str], layout: _Layout, layout_li
     if len(columns) < MIN_COLUMNS:
         raise InputError(f"{path}:{number}: expected at least {MIN_COLUMNS} columns ({layout.description}), "
                          f"got {len(columns)}")
+    # (The last column, the coreference, is never blank: white space at the end of a line is not a cell.)
+    for index, what in ((layout.document, "document"), (layout.sentence, "part or sentence")):
+        if not columns[index]:
+            raise InputError(f"{path}:{number}: the {what} ({_ORDINALS[index]} column) is blank; only the token (the "
+                             f"{_ORDINALS[layout.token]} column) may be a cell of white space or nothing between "
+                             "two tabs")
     token_number = columns[layout.token_number]
     if not _NUMBER.fullmatch(token_number):
         raise InputError(f"{path}:{number}: the token number ({_ORDINALS[layout.token_number]} column) must be a "
@@ -191,7 +211,7 @@ def _items(path: Path, number: int, column: str) -> list[tuple[str, str]]:
     return items
 
 
-def _read_file(path: Path) -> list[_Block]:
+def _read_file(path: Path, report: ConllReport) -> list[_Block]:
     blocks: list[_Block] = []
     block: _Block | None = None
     layout: _Layout | None = None
@@ -200,6 +220,7 @@ def _read_file(path: Path) -> list[_Block]:
     sentence_key: tuple[str, str] | None = None
     last_doc: str | None = None
     last_token: int | None = None
+    last_width: tuple[int, int] | None = None  # the columns and line number of the last token line
     with closing_iterator(text_lines(path)) as lines:
         for number, raw in lines:
             line = raw.strip()
@@ -211,7 +232,7 @@ def _read_file(path: Path) -> list[_Block]:
                 if match is None:
                     raise InputError(f"{path}:{number}: expected '#begin document (NAME); part NNN', got {line!r}")
                 block = _Block((match["paren"] or match["bare"]).strip(), match["part"], number)
-                open_mentions, sentence_key, last_doc, last_token = {}, None, None, None
+                open_mentions, sentence_key, last_doc, last_token, last_width = {}, None, None, None, None
                 continue
             if line.startswith("#end document"):
                 if block is None:
@@ -231,6 +252,16 @@ def _read_file(path: Path) -> list[_Block]:
             if layout is None:
                 layout, layout_line = _layout_of(columns), number
             row = _row(path, number, columns, layout, layout_line)
+            if not row.token:
+                # A token of white space (a space as spaCy keeps one): an empty token, in its place.
+                if last_width is not None and last_doc == row.doc_name and last_width[0] != len(columns):
+                    raise InputError(f"{path}:{number}: {len(columns)} columns, but line {last_width[1]} of the same "
+                                     f"document has {last_width[0]}: a blank cell (two tabs with nothing or spaces "
+                                     "between them) is a column, the token, so the columns after it would shift; "
+                                     "separate the columns with one tab each")
+                report.blank_tokens += 1
+                report.blank_where = report.blank_where or f"{path}:{number}"
+            last_width = (len(columns), number)
             document = block.documents.get(row.doc_name)
             if document is None:
                 document = block.documents[row.doc_name] = TokenDocument(row.doc_name, topic=row.topic)
@@ -280,40 +311,101 @@ def _close_block(path: Path, block: _Block, open_mentions: dict[str, list[_Open]
                          "without a matching ')')")
 
 
-def _file_labels(files: list[Path]) -> list[str]:
-    """What names each file in the cluster ids: its name without the last suffix, or all of it where two agree."""
-    stems = [file.stem or file.name for file in files]
-    return stems if len(set(stems)) == len(stems) else [file.name for file in files]
+def _step(document: TokenDocument, position: tuple[int, int], forward: bool) -> tuple[int, int]:
+    """The token after (or before) ``position`` in ``document``, across sentences."""
+    sentence, token = position
+    if forward:
+        return (sentence, token + 1) if token + 1 < len(document.sentences[sentence]) else (sentence + 1, 0)
+    return (sentence, token - 1) if token else (sentence - 1, len(document.sentences[sentence - 1]) - 1)
 
 
-def read_conll(path: Path, mention_type: str = "event", split_by: str = "clusters") -> Iterator[Document]:
-    """Yield the documents of a CoNLL file, or of every CoNLL file of a folder, in file order."""
+def _trimmed(document: TokenDocument, first: tuple[int, int], last: tuple[int, int]
+             ) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The first and last token of a mention without its blank tokens at either end; None if it has only those."""
+    while first <= last and not document.sentences[first[0]][first[1]]:
+        first = _step(document, first, forward=True)
+    while last >= first and not document.sentences[last[0]][last[1]]:
+        last = _step(document, last, forward=False)
+    return (first, last) if first <= last else None
+
+
+def _compact(document: TokenDocument) -> dict[tuple[int, int], tuple[int, int]]:
+    """Leave out the blank tokens at the start and end of each sentence of ``document``, and the sentences of
+    blank tokens only; where each token that stays has gone."""
+    moved: dict[tuple[int, int], tuple[int, int]] = {}
+    kept: list[list[str]] = []
+    for number, words in enumerate(document.sentences):
+        start = next((index for index, word in enumerate(words) if word), len(words))
+        end = len(words) - next((index for index, word in enumerate(reversed(words)) if word), len(words))
+        if start < end:
+            moved.update({(number, index): (len(kept), index - start) for index in range(start, end)})
+            kept.append(words[start:end])
+    document.sentences = kept
+    return moved
+
+
+@dataclass
+class ConllReport:
+    """Filled while CoNLL files are read: what the build summary says of how they were read."""
+
+    blank_tokens: int = 0  # token cells of white space (or nothing), kept as empty tokens
+    blank_where: str | None = None  # FILE:LINE of the first
+    blank_mentions: list[str] = field(default_factory=list)  # FILE:LINE of mentions on blank tokens only
+    scoped: list[Collision] = field(default_factory=list)  # the document ids that two files share, unscoped
+    scoped_example: str | None = None  # one document id as it was given, LABEL/NAME
+
+    def lines(self) -> list[str]:
+        lines = []
+        if self.blank_tokens:
+            lines.append(f"Blank tokens: {self.blank_tokens:,} token cell(s) held only white space or nothing "
+                         f"(first at {self.blank_where}); each is an empty token in its place, the columns after "
+                         "it read as they are: two spaces part the tokens around it in the text (at a sentence's "
+                         "start or end it is left out), and mentions start and end at their other tokens.")
+        if self.blank_mentions:
+            lines.append(f"Left out {len(self.blank_mentions):,} mention(s) on blank tokens only (first at "
+                         f"{self.blank_mentions[0]}).")
+        if self.scoped:
+            first = self.scoped[0]
+            shared = len({collision.doc_id for collision in self.scoped})
+            lines.append(f"Document ids by file: {shared:,} document name(s) are in more than one file (e.g. "
+                         f"{first.name} in {first.first} and {first.where}), so every document id is FILE/NAME "
+                         f"(e.g. {self.scoped_example}), FILE as in the cluster ids (the file's name without its "
+                         "last suffix); mention ids follow (FILE/NAME_1, …).")
+        return lines
+
+
+def read_conll(path: Path, mention_type: str = "event", split_by: str = "clusters",
+               report: ConllReport | None = None) -> Iterator[Document]:
+    """Yield the documents of a CoNLL file, or of every CoNLL file of a folder, in file order; ``report`` is
+    filled, as they are read, with what the build summary says of how they were read."""
     if mention_type not in ("event", "entity"):
         raise InputError(f"--mention-type {mention_type}: CoNLL files do not say which type their mentions are; "
                          "name it with --mention-type event or --mention-type entity")
+    report = report if report is not None else ConllReport()
     files = conll_files(path)
-    read = [(file, file_split(file) if split_by == "corpus" else None, _read_file(file)) for file in files]
+    read = [(file, file_split(file) if split_by == "corpus" else None, _read_file(file, report)) for file in files]
     # Chains run through a file; the files of a folder are apart.
-    labels = _file_labels(files) if len(files) > 1 else None
-    # Documents named in blocks of more than one part are one document per part.
-    names: dict[str, int] = {}
-    for _, _, blocks in read:
-        for block in blocks:
-            for doc_name in block.documents:
-                names[doc_name] = names.get(doc_name, 0) + 1
-    taken: dict[str, str] = {}
-    for index, (file, split, blocks) in enumerate(read):
-        for block in blocks:
-            doc_ids = {}
-            for doc_name in block.documents:
-                doc_id = safe_id(doc_name if names[doc_name] == 1 or block.part is None else
-                                 f"{doc_name}_{block.part}")
-                if doc_id in taken:
-                    raise InputError(f"{file}:{block.line}: document {doc_id} is also in {taken[doc_id]}")
-                taken[doc_id] = f"{file}:{block.line}"
-                doc_ids[doc_name] = doc_id
+    labels = file_labels(files) if len(files) > 1 else None
+    # Two files naming the same document (split files that each number their documents): ids by file.
+    ids, report.scoped = document_ids(files, [[BlockNames(block.line, block.part, list(block.documents))
+                                               for block in blocks] for _, _, blocks in read])
+    if report.scoped:
+        report.scoped_example = next(doc_id for blocks in ids for doc_ids in blocks for doc_id in doc_ids.values())
+    for index, (_, split, blocks) in enumerate(read):
+        for block, doc_ids in zip(blocks, ids[index], strict=True):
+            mentions = []
+            for chain, doc_name, first, last, where in block.mentions:
+                span = _trimmed(block.documents[doc_name], first, last)
+                if span is None:
+                    report.blank_mentions.append(where)
+                else:
+                    mentions.append((chain, doc_name, *span, where))
+            if report.blank_tokens:
+                moved = {doc_name: _compact(document) for doc_name, document in block.documents.items()}
+                mentions = [(chain, doc_name, moved[doc_name][first], moved[doc_name][last], where)
+                            for chain, doc_name, first, last, where in mentions]
             counters: dict[str, int] = {}
-            for chain, doc_name, first, last, where in sorted(block.mentions, key=lambda m: (m[2], m[3], m[0])):
+            for chain, doc_name, first, last, where in sorted(mentions, key=lambda m: (m[2], m[3], m[0])):
                 document = block.documents[doc_name]
                 counters[doc_name] = counters.get(doc_name, 0) + 1
                 tokens = [first, last] if first != last else [first]

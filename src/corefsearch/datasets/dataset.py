@@ -10,6 +10,7 @@ from corefsearch.base.artefacts import DATASET, PREDICTED_MENTIONS, read_manifes
 from corefsearch.base.errors import CorefSearchError, InputError, MissingArtefactError
 from corefsearch.base.schema import SPLITS, Cluster, Passage, PredictedMention, Query
 from corefsearch.io.read import read_jsonl
+from corefsearch.io.write import sha256_file
 
 PREDICTED_MENTIONS_FILE = "predicted_mentions.jsonl"
 PREDICTED_MANIFEST_FILE = "predicted_mentions.json"
@@ -18,6 +19,8 @@ PREDICTED_MANIFEST_FILE = "predicted_mentions.json"
 class Dataset:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        # the state of the predicted-mentions files last found sound, and their manifest (checked once)
+        self._predicted_checked: tuple[Any, dict[str, Any]] | None = None
 
         self.manifest: dict[str, Any] = read_manifest(
             self.root / "manifest.json", DATASET,
@@ -65,15 +68,59 @@ class Dataset:
         """The mentions a detector found (``corefsearch detect``), apart from the gold ones."""
         return self.root / PREDICTED_MENTIONS_FILE
 
+    @property
+    def predicted_manifest_path(self) -> Path:
+        """The record of the detection that wrote :attr:`predicted_mentions_path` (its sidecar)."""
+        return self.root / PREDICTED_MANIFEST_FILE
+
+    def has_predicted_files(self) -> bool:
+        """Whether either predicted-mentions file is there (both, or one left without the other)."""
+        return self.predicted_mentions_path.exists() or self.predicted_manifest_path.exists()
+
+    def check_predicted(self) -> dict[str, Any] | None:
+        """The one check of the predicted mentions every command that reads them (or, as ``detect``, would write
+        them) makes: the manifest when both files are there and agree; None when neither is; else one line
+        naming the file(s), what is wrong and the fix (``detect --overwrite``, which writes both afresh):
+
+        - the manifest without the mentions file (deleted or moved);
+        - the mentions file without its manifest (copied without it, or ``detect`` stopped between the two);
+        - a manifest that is not one (unreadable, of another kind);
+        - a mentions file whose checksum is not the one its manifest records (changed since it was written;
+          checked when the manifest records one, and once per state of the files)."""
+        mentions, manifest_path = self.predicted_mentions_path, self.predicted_manifest_path
+        redetect = f"run `corefsearch detect {self.root} --model MODEL|heuristic --overwrite` to detect them again"
+        if not manifest_path.exists():
+            if not mentions.exists():
+                return None
+            raise MissingArtefactError(f"{mentions} has no manifest beside it ({manifest_path.name} is missing: "
+                                       f"copied without it, or `detect` stopped before writing it); {redetect}")
+        if not mentions.exists():
+            raise MissingArtefactError(f"{manifest_path} records predicted mentions but {mentions} is missing "
+                                       f"(deleted or moved); {redetect}")
+        if mentions.is_dir():
+            raise InputError(f"{mentions}: a folder where the predicted mentions file is expected; {redetect}")
+        state = (_stat_key(mentions), _stat_key(manifest_path))
+        if self._predicted_checked is not None and self._predicted_checked[0] == state:
+            return self._predicted_checked[1]
+        manifest = read_manifest(manifest_path, PREDICTED_MENTIONS, redetect)
+        recorded = manifest.get("file_sha256")
+        if isinstance(recorded, str) and recorded.removeprefix("sha256:") != sha256_file(mentions):
+            raise InputError(f"{mentions} no longer matches its manifest {manifest_path} (its checksum is not the "
+                             f"one recorded: the file changed after it was written); {redetect}")
+        self._predicted_checked = (state, manifest)
+        return manifest
+
     def predicted_manifest(self) -> dict[str, Any]:
         """The record of the detection that wrote :attr:`predicted_mentions_path` (detector, counts, passages'
-        checksum); one line saying what to run when there is none."""
-        remedy = f"run `corefsearch detect {self.root} --model MODEL|heuristic` first"
-        return read_manifest(self.root / PREDICTED_MANIFEST_FILE, PREDICTED_MENTIONS, remedy,
-                             missing=f"{self.root} holds no predicted mentions; {remedy}")
+        checksum), both files checked (:meth:`check_predicted`); one line saying what to run when there is none."""
+        manifest = self.check_predicted()
+        if manifest is None:
+            raise MissingArtefactError(f"{self.root} holds no predicted mentions; run `corefsearch detect {self.root} "
+                                       "--model MODEL|heuristic` first")
+        return manifest
 
     def predicted_mentions(self) -> Iterator[PredictedMention]:
-        """The predicted mentions, in passage order (checked against the manifest's existence first)."""
+        """The predicted mentions, in passage order (both files checked first: :meth:`predicted_manifest`)."""
         self.predicted_manifest()
         path = self.predicted_mentions_path
         for line_number, record in read_jsonl(path):
@@ -104,6 +151,12 @@ class Dataset:
             if split is None or cluster.split == split:
                 clusters.append(cluster)
         return clusters
+
+
+def _stat_key(path: Path) -> tuple[int, int, int]:
+    """What tells a file changed without reading it: its inode, size and modification time."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def dataset_holding(path: Path) -> Dataset | None:

@@ -13,11 +13,12 @@ from corefsearch.datasets.conll import read_conll
 from corefsearch.datasets.coresearch import read_coresearch
 from corefsearch.datasets.ecbplus import read_ecbplus
 from corefsearch.datasets.generic import MENTIONS_FILE, read_generic
-from corefsearch.datasets.text import has_records, read_text
+from corefsearch.datasets.text import TITLE_MODES, TextOptions, TextReport, has_records, read_text
 from corefsearch.datasets.wec import read_wec
 
 if TYPE_CHECKING:
     from corefsearch.datasets.cdcr_json import CdcrReport
+    from corefsearch.datasets.conll import ConllReport
 from corefsearch.base.schema import Document
 from corefsearch.base.segmentation import DEFAULT_SENTENCES, SENTENCE_MODES
 
@@ -56,13 +57,31 @@ class SourceOptions:
     chains: str | None = field(default=None, metadata={  # ecbplus only; refused for the others
         "help": "ECB+: the gold mentions kept: cross-document (those of CROSS_DOC_COREF chains; default) | all "
                 "(also intra-document chains and singletons, as coreference scoring needs)."})
+    title: str | None = field(default=None, metadata={  # None: auto (text files only)
+        "help": f"text: how a .txt/.md file's title is taken: {' | '.join(TITLE_MODES)}. auto (default): line 1 "
+                "when it reads as a headline (more text follows, no closing full stop), else every line is text; "
+                "first-line: always line 1; none: no title."})
+    text_field: str | None = field(default=None, metadata={
+        "help": "text, a .csv/.tsv/.jsonl table: the column of the text (default: the first of text, contents, "
+                "content, body, article, document, abstract; any case)."})
+    id_field: str | None = field(default=None, metadata={
+        "help": "text, a table: the column of the document id (default: doc_id, docid, id, _id, uuid, url; "
+                "without one, NAME-N: the file's name and the row's number)."})
+    title_field: str | None = field(default=None, metadata={
+        "help": "text, a table: the column of the title (default: title, headline, heading, subject, name; "
+                "without one, no titles)."})
+
+    @property
+    def text_options(self) -> TextOptions:
+        return TextOptions(self.title, self.text_field, self.id_field, self.title_field)
 
     def resolved(self, source_format: str) -> dict[str, str | None]:
         """The options as they apply to ``source_format`` (defaults filled in), for the manifest."""
         return {"mention_type": effective_mention_type(source_format, self.mention_type),
                 "split_by": effective_split_by(source_format, self.split_by),
                 "sentences": (self.sentences or DEFAULT_SENTENCES) if source_format in SENTENCE_FORMATS else None,
-                **({"chains": self.chains or "cross-document"} if source_format == "ecbplus" else {})}
+                **({"chains": self.chains or "cross-document"} if source_format == "ecbplus" else {}),
+                **(self.text_options.resolved() if source_format == "text" else {})}
 
 
 def effective_mention_type(source_format: str, mention_type: str | None) -> str:
@@ -93,9 +112,11 @@ def effective_split_by(source_format: str, split_by: str | None) -> str:
 
 
 def read_source(source_format: str, path: Path, options: SourceOptions,
-                report: CdcrReport | None = None) -> Iterator[Document]:
+                report: CdcrReport | None = None, text_report: TextReport | None = None,
+                conll_report: ConllReport | None = None) -> Iterator[Document]:
     """Documents (with their mentions) of ``path`` read as ``source_format``; ``report`` (cdcr-json)
-    is filled with the counts the corpus's ``statistics`` file gives too."""
+    is filled with the counts the corpus's ``statistics`` file gives too, ``text_report`` (text) and
+    ``conll_report`` (conll) with how the documents were read."""
     if source_format not in SOURCE_FORMATS:
         raise InputError(f"--format must be one of {', '.join(SOURCE_FORMATS)}, got {source_format!r}")
     mention_type = effective_mention_type(source_format, options.mention_type)
@@ -105,6 +126,11 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
                          "own sentences (or paragraphs)")
     if source_format != "ecbplus" and options.chains is not None:
         raise InputError(f"--chains applies to --format ecbplus only; {source_format} has no chains to choose from")
+    text_options = options.text_options
+    if source_format != "text" and (text_options.title is not None or text_options.fields_given):
+        raise InputError(f"--title, --text-field, --id-field and --title-field apply to --format text only; "
+                         f"{source_format} has its own titles and fields")
+    text_options.check()
     if options.chains is not None and options.chains not in CHAIN_CHOICES:
         raise InputError(f"--chains must be one of {', '.join(CHAIN_CHOICES)}, got {options.chains!r}")
     if options.sentences is not None and options.sentences not in SENTENCE_MODES:
@@ -117,7 +143,7 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
     if source_format == "cdcr-json":
         return read_cdcr_json(path, splits=options.splits, mention_type=mention_type, report=report)
     if source_format == "conll":
-        return read_conll(path, mention_type=mention_type, split_by=split_by)
+        return read_conll(path, mention_type=mention_type, split_by=split_by, report=conll_report)
     if mention_type != "event" and source_format in ("wec", "coresearch"):
         raise InputError(f"--mention-type {mention_type}: {source_format} holds event mentions only")
     if source_format == "wec":
@@ -133,7 +159,8 @@ def read_source(source_format: str, path: Path, options: SourceOptions,
                              "mentions")
 
         return read_text(path if source_format == "text" else Path(path) / "corpus.jsonl", units,
-                         sentences=options.sentences or DEFAULT_SENTENCES, split_by=split_by)
+                         sentences=options.sentences or DEFAULT_SENTENCES, split_by=split_by, options=text_options,
+                         report=text_report)
     if source_format == "generic":
         return read_generic(path, passage=units, sentences=options.sentences or DEFAULT_SENTENCES,
                             mention_type=mention_type, split_by=split_by)

@@ -129,7 +129,9 @@ def detect_dataset(dataset_dir: Path, model: str | Path | None, *, batch_size: i
     at_least_one("shard_size", shard_size)
     dataset = Dataset(dataset_dir)
     out = dataset.predicted_mentions_path
-    if (out.exists() or (dataset.root / PREDICTED_MANIFEST_FILE).exists()) and not overwrite:
+    # Without --overwrite: a broken pair (one file without the other, a changed file) is one line naming it and
+    # the fix (--overwrite); a sound one is there already.
+    if not overwrite and dataset.check_predicted() is not None:
         raise InputError(f"{out} already exists (the dataset holds predicted mentions); use --overwrite to detect "
                          "them again")
     if not dataset.passages_path.is_file():
@@ -174,8 +176,11 @@ def detect_dataset(dataset_dir: Path, model: str | Path | None, *, batch_size: i
                     holding.add(record_line["passage_id"])
             shard_passages = min(shard_size, passages - number * shard_size)
             without += shard_passages - len(holding)
+        # The old manifest goes before the new file takes its place: stopped in between, the dataset holds
+        # the file without a manifest, which every reader names (never new mentions under an old record).
+        dataset.predicted_manifest_path.unlink(missing_ok=True)
     seconds = time.perf_counter() - started
-    write_manifest(dataset.root / PREDICTED_MANIFEST_FILE, manifest_record(PREDICTED_MENTIONS, {
+    write_manifest(dataset.predicted_manifest_path, manifest_record(PREDICTED_MENTIONS, {
         "detector": reference, "types": kinds, "backend": backend, "ray": detection is not None,
         "passages_sha256": passages_sha, "file_sha256": "sha256:" + sha256_file(out),
         "counts": {"passages": passages, "passages_without_mentions": without, **counts}}))
@@ -188,11 +193,12 @@ def detect_dataset(dataset_dir: Path, model: str | Path | None, *, batch_size: i
 
 def dataset_detector(dataset: Dataset, device: str = "auto") -> tuple[Any, dict[str, Any]] | None:
     """The detector that wrote ``dataset``'s predicted mentions, loaded, with the manifest; None when the
-    dataset holds none. Refused in one line (before any work) when the mentions no longer match the passages
-    or the detector folder is gone or holds other weights than it had."""
-    if not (dataset.root / PREDICTED_MANIFEST_FILE).exists():
+    dataset holds none (neither file). Refused in one line (before any work) when one file is there without the
+    other or the mentions file changed (:meth:`Dataset.check_predicted`), when the mentions no longer match the
+    passages, or when the detector folder is gone or holds other weights than it had."""
+    manifest = dataset.check_predicted()  # either file without the other, or changed: one line, and the fix
+    if manifest is None:
         return None
-    manifest = dataset.predicted_manifest()
     again = f"run `corefsearch detect {dataset.root} --model MODEL|heuristic --overwrite` first"
     if manifest.get("passages_sha256") != "sha256:" + sha256_file(dataset.passages_path):
         raise InputError(f"{dataset.root / PREDICTED_MANIFEST_FILE}: the predicted mentions were detected on other "

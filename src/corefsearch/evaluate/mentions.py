@@ -138,8 +138,10 @@ def evaluate_detection(mentions: Path, dataset_dir: Path, split: str | None = "a
         raise InputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     dataset = Dataset(dataset_dir)
     mentions = Path(mentions)
-    if mentions.is_dir():
-        mentions = Dataset(mentions).predicted_mentions_path
+    if mentions.is_dir():  # a dataset's own: both files checked (one without the other, or changed: one line)
+        holder = Dataset(mentions)
+        holder.predicted_manifest()
+        mentions = holder.predicted_mentions_path
     predicted = read_predicted(mentions)
     gold: dict[str, list[Span]] = {}
     texts: dict[str, str] = {}

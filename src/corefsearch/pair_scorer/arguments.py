@@ -49,7 +49,7 @@ class PairScorerTrainingArguments(TrainingArguments):
     both_orders: bool = field(default=True, metadata={
         "help": "Score each pair in both orders and average (twice the reading at inference)."})
     scope: str = field(default="topic", metadata={
-        "help": "Dev clustering within: topic (gold topics) | predicted-topic (TF-IDF document clusters)."})
+        "help": "Dev clustering within: topic (gold topics) | predicted-topic (predicted document groups)."})
     dev_max_pairs: int | None = field(default=1000, metadata={
         "help": "Epochs are compared by the best pair F1 on a seeded sample of N dev candidate pairs (0: all); "
                 "the kept epoch then scores every dev candidate pair once to pick the threshold and linkage by "

@@ -1,11 +1,14 @@
 """``corefsearch add``: append documents to a dataset and to its indexes, without a rebuild.
 
-The new documents (the generic format: ``corpus.jsonl``, with or without ``mentions.jsonl``)
-are cut into passages by the dataset's own rules (``--passage``, ``--sentences``, mention type
-and split rule, read from its manifest) and appended to ``passages.jsonl``; queries, qrels and
-clusters are recomputed from the mentions of the old passages plus the new mentions, so a
-query changes only when a new mention joins its cluster (a new relevant passage) and a new
-mention becomes a query when its cluster has mentions in two passages or more. Split rule:
+The new documents (what ``build-dataset`` reads: the generic format's folder, ``corpus.jsonl`` with
+or without ``mentions.jsonl``; or plain documents as ``--format text`` reads them: a folder of
+``.txt``/``.md`` files, sub-folders too, a ``.csv``/``.tsv``/``.jsonl`` table, titles and columns
+taken as the dataset's were unless told otherwise) are cut into passages by the dataset's own rules
+(``--passage``, ``--sentences``, mention type and split rule, read from its manifest) and appended
+to ``passages.jsonl``; queries, qrels and clusters are recomputed from the mentions of the old
+passages plus the new mentions, so a query changes only when a new mention joins its cluster (a new
+relevant passage) and a new mention becomes a query when its cluster has mentions in two passages or
+more. Split rule:
 
 - split by corpus (each document its own split: ECB+, CoreSearch, generic with ``split``): as
   in a fresh build, every query takes its document's split; queries and qrels equal those of
@@ -63,6 +66,7 @@ from corefsearch.datasets import build
 from corefsearch.datasets.build import BuildOptions, MentionRef
 from corefsearch.datasets.dataset import Dataset, check_built_from, iter_passages
 from corefsearch.datasets.generic import CORPUS_FILE, read_generic
+from corefsearch.datasets.text import TextOptions, TextReport, corpus_source, read_text
 from corefsearch.dense.encoder import DEFAULT_BATCH_SIZE
 from corefsearch.detect.run import append_predicted, dataset_detector
 from corefsearch.io.outputs import check_no_overlap, output_locks
@@ -90,6 +94,7 @@ class AddSummary:
     indexes: list[str] = field(default_factory=list)  # what was appended to, e.g. "INDEX/lucene (+12)"
     seconds: float = 0.0
     predicted_mentions: int | None = None  # found by the dataset's detector in the new passages (None: it has none)
+    read: list[str] = field(default_factory=list)  # how plain documents were read (titles, columns, skipped)
 
 
 def _staging_dir(target: Path) -> Path:
@@ -155,21 +160,46 @@ def _build_options(dataset: Dataset) -> BuildOptions:
     return options
 
 
-def _documents(corpus: Path, options: BuildOptions, fixed: bool) -> Iterator[Any]:
+def text_options_of(options: BuildOptions, given: TextOptions | None = None) -> TextOptions:
+    """How new plain documents are read: as ``given`` says where it says, else as the dataset's were."""
+    source = options.source
+    recorded = TextOptions(None if source.get("title") in (None, "auto") else source.get("title"),
+                           source.get("text_field"), source.get("id_field"), source.get("title_field"))
+    if given is None:
+        return recorded
+    if given.fields_given:  # a table's columns are named together, or not at all
+        recorded.text_field, recorded.id_field, recorded.title_field = given.text_field, given.id_field, \
+            given.title_field
+    if given.title is not None:
+        recorded.title = given.title
+    return recorded
+
+
+def _documents(corpus: Path, options: BuildOptions, fixed: bool, text_options: TextOptions | None,
+               report: TextReport) -> Iterator[Any]:
     """The new documents, read as the dataset's own source options say; ``fixed``: the dataset's passages
     carry their document's split (split by corpus), so every new document must carry one too."""
     corpus = Path(corpus)
-    if corpus.is_file():
-        raise InputError(f"--corpus {corpus}: give the folder that holds {CORPUS_FILE} (and optionally "
-                         "mentions.jsonl), not a file")
-    if not (corpus / CORPUS_FILE).exists():
-        raise MissingArtefactError(f"--corpus {corpus}: no {CORPUS_FILE} in it; `corefsearch add` reads the generic "
-                                   f"format ({CORPUS_FILE}, optionally mentions.jsonl)")
+    if not corpus.exists():
+        raise MissingArtefactError(f"--corpus {corpus}: no such file or folder")
     source = options.source
-    mention_type = source.get("mention_type") or ("all" if source.get("format", "generic") == "generic" else "event")
-    return read_generic(corpus, passage="document" if options.passage == "document" else "sentence",
-                        sentences=source.get("sentences") or DEFAULT_SENTENCES, mention_type=mention_type,
-                        split_by="corpus" if fixed else "clusters", require_mentions=False)
+    passage = "document" if options.passage == "document" else "sentence"
+    sentences = source.get("sentences") or DEFAULT_SENTENCES
+    split_by = "corpus" if fixed else "clusters"
+    if corpus.is_dir() and (corpus / CORPUS_FILE).exists() and (text_options is None or not text_options.fields_given):
+        if text_options is not None and text_options.title is not None:
+            raise InputError(f"--title applies to text files; the titles of {corpus / CORPUS_FILE} are its 'title' "
+                             "fields")
+        mention_type = source.get("mention_type") or ("all" if source.get("format", "generic") in ("generic", "text")
+                                                      else "event")
+        return read_generic(corpus, passage=passage, sentences=sentences, mention_type=mention_type,
+                            split_by=split_by, require_mentions=False)
+    plain = text_options_of(options, text_options)
+    if corpus_source(corpus) is not None and (text_options is None or text_options.title is None):
+        plain.title = None  # a table has its titles in a column: the dataset's --title is for text files
+    if corpus_source(corpus) is None and (text_options is None or not text_options.fields_given):
+        plain.text_field = plain.id_field = plain.title_field = None  # the columns of the dataset's table
+    return read_text(corpus, passage, sentences=sentences, split_by=split_by, options=plain, report=report)
 
 
 def _old_state(dataset: Dataset, writer: DatasetWriter) -> tuple[set[str], int]:
@@ -215,7 +245,8 @@ def _qrels(root: Path, splits: Sequence[str]) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSummary) -> int:
+def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSummary,
+                   text_options: TextOptions | None = None) -> int:
     """Write the dataset with the new documents into ``staged``; return the old number of passages."""
     options = _build_options(dataset)
     counts = dataset.manifest.get("counts") or {}
@@ -233,15 +264,17 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
         new.distractor_passages = int(counts.get("distractor_passages", 0))
         new.mentions, new.mentions_dropped = old_mentions, int(counts.get("mentions_dropped", 0))
         read = 0
-        documents = _documents(corpus, options, writer.fixed_splits)
+        report = TextReport()
+        documents = _documents(corpus, options, writer.fixed_splits, text_options, report)
         for read, doc in enumerate(track(documents, "Reading documents"), start=1):
-            where = f"{Path(corpus) / 'corpus.jsonl'}: document {read} ({doc.doc_id})"
+            where = f"{corpus}: document {read} ({doc.doc_id})"
             if safe_id(doc.doc_id) in doc_ids:
                 raise InputError(f"{where}: document {doc.doc_id} is already in the dataset {dataset.root}; "
                                  "`corefsearch add` appends new documents only (give it another doc_id, or rebuild)")
             writer.add_document(doc, where)
     finally:
         writer.close()
+    summary.read = report.lines()
     if read == 0:
         raise InputError(f"--corpus {corpus}: holds no documents; nothing to add")
     summary.documents = new.documents - int(counts.get("documents", 0))
@@ -282,15 +315,19 @@ def _stage_dataset(dataset: Dataset, corpus: Path, staged: Path, summary: AddSum
 
 def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
                   encoder: str | BiEncoder | None = None, device: str = "auto",
-                  batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 2) -> AddSummary:
-    """Append the documents of the generic-format folder ``corpus`` to ``dataset_dir`` and to each of
-    ``indexes`` (their ``lucene`` and ``dense`` folders, whichever they hold); see the module doc."""
+                  batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 2,
+                  text_options: TextOptions | None = None) -> AddSummary:
+    """Append the documents at ``corpus`` (a generic-format folder, or plain documents read with ``text_options``
+    over the dataset's own) to ``dataset_dir`` and to each of ``indexes`` (their ``lucene`` and ``dense``
+    folders, whichever they hold); see the module doc."""
     started = time.perf_counter()
     dataset_dir, corpus = Path(dataset_dir), Path(corpus)
     dataset = Dataset(dataset_dir)
     all_at_least_one({"--batch-size": batch_size, "--threads": threads})
     check_no_overlap(dataset_dir, "DATASET", {"--corpus": corpus})
     _build_options(dataset)  # a dataset add cannot grow fails before anything is read
+    if text_options is not None:
+        text_options.check()
 
     targets: list[tuple[Path, str]] = [(dataset_dir, "DATASET")]
     plan: list[tuple[Path, IndexBackend]] = []
@@ -329,7 +366,7 @@ def add_documents(dataset_dir: Path, corpus: Path, indexes: Sequence[Path] = (),
             return folder
 
         dataset_stage = stage(dataset_dir)
-        old_count = _stage_dataset(dataset, corpus, dataset_stage, summary)
+        old_count = _stage_dataset(dataset, corpus, dataset_stage, summary, text_options)
         passages_path = dataset_stage / "passages.jsonl"
         if detection is not None:
             summary.predicted_mentions = append_predicted(*detection, dataset_dir, dataset_stage,

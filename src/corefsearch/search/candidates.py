@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.errors import InputError
 from corefsearch.base.models import resolve_device
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Query
@@ -187,7 +187,8 @@ class DetectedCandidates:
 def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = None, device: str = "cpu") -> Any:
     """The candidate source ``candidates`` (``detected`` or ``gold``, as ``SearchOptions.check`` resolved them) over
     the dataset ``dataset_dir``. For
-    ``detected``: the dataset's stored predicted mentions when it has them and ``detector`` is None, else the
+    ``detected``: the dataset's stored predicted mentions when it has them and ``detector`` is None (refused in one
+    line when only one of their two files is there, or the mentions file changed since detection), else the
     ``detector`` (default: the shipped detector, else ``heuristic``) run on the top passages when they are asked
     for."""
     dataset_dir = Path(dataset_dir)
@@ -197,12 +198,9 @@ def open_candidates(candidates: str, dataset_dir: Path, detector: str | None = N
     if candidates != "detected":
         check_candidates(candidates)  # an unknown name, said as the door says it
         raise InputError("the reader's spans are no candidate source of the mention encoder")
-    dataset = Dataset(dataset_dir)
-    if detector is None and dataset.predicted_mentions_path.is_file():
-        try:
-            return StoredCandidates(dataset_dir)
-        except MissingArtefactError:
-            pass  # no manifest beside the file: detect at query time
+    # Stored ones: both files there (one without the other, or changed: one line saying so, and the fix)
+    if detector is None and Dataset(dataset_dir).has_predicted_files():
+        return StoredCandidates(dataset_dir)
     # No detector asked for and none stored: the shipped detector when there is one (the answer records which)
     reference = detector or shipped_default("detector") or DEFAULT_DETECTOR
     return DetectedCandidates(load_detector(reference, device=resolve_device(device)), dataset_dir, str(reference))

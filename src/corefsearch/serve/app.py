@@ -271,7 +271,7 @@ def create_app(engine: SearchEngine, api_key: str | None = None, limits: Limits 
                              "total_ms": round(1000 * (time.perf_counter() - received), 2)}
         return payload
 
-    @app.get("/passages/{passage_id}", dependencies=keyed, summary="A passage in its document",
+    @app.get("/passages/{passage_id:path}", dependencies=keyed, summary="A passage in its document",
              response_model=PassageResponse, responses=_errors(401, 404, 422))
     async def passage(passage_id: str) -> dict[str, Any]:
         """The passage (``id``, ``title``, ``text``, ``doc_id``) and ``document``: every passage
