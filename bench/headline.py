@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
              "### Second round (N 10, w 2, similarity 0.9; the shipped detector's mentions, stored by `detect`)", "",
              markdown_table(["run", "MRR@10", "R@100"], second, "lrr"), "",
              "### From raw text to clusters (ECB+ test events; documents grouped by predicted topics, the default "
-             "`--topic-threshold 0.8`; CoNLL F1, singletons dropped)", "",
+             "grouping (MiniLM + TF-IDF, cut 0.64); CoNLL F1, singletons dropped)", "",
              markdown_table(["the system reads", "lemma", "mention encoder"], raw, "lrr"), "",
              "### The shipped models' own scores", "",
              markdown_table(["model", "score", "value"], models, "lll"), "",

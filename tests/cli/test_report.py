@@ -50,4 +50,5 @@ def test_a_summary_of_one_counts_in_the_singular(tmp_path: Path) -> None:
     assert "Clustered 1 mention into 1 cluster (1 group of --scope topic)" in printed(report.print_cluster_summary,
                                                                                        clustered, "topic")
     cluster = {"size": 1, "threshold": 0.5, "documents": [], "near_misses": []}
-    assert "cluster: 1 mention at τ 0.5" in printed(report.print_answer_cluster, cluster)
+    assert "cluster: 1 mention (each hit's best candidate at a score of 0.5 or more)" in printed(
+        report.print_answer_cluster, cluster)

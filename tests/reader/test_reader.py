@@ -174,6 +174,21 @@ def test_read_scores_sorts_and_marks_spans_inside_the_text(tiny_base: Path, head
     assert [h.score for h in again] == pytest.approx([h.score for h in hits], abs=1e-5)
 
 
+def test_span_scores_give_the_read_hits_and_score_the_marked_span_as_read_does(tiny_base: Path) -> None:
+    reader = Reader(tiny_reader(tiny_base, "integrated"), batch_size=2)
+    hits = {h.passage_id: h for h in reader.read(a_query(), PASSAGES)}
+    items = [(pid, text, [(hits[pid].start, hits[pid].end), (0, len(text.split()[0]))]) for pid, text in PASSAGES]
+    scores, read = reader.span_scores(a_query(), items)
+    assert [(h.passage_id, h.start, h.end) for h in read] == [(pid, hits[pid].start, hits[pid].end)
+                                                              for pid, _ in PASSAGES]
+    assert [h.score for h in read] == pytest.approx([hits[pid].score for pid, _ in PASSAGES], abs=1e-5)
+    # The reader's own span, given, scores what the reader gave its passage.
+    for (pid, _), (own, _other) in zip(PASSAGES, scores, strict=True):
+        assert own == pytest.approx(hits[pid].score, abs=1e-5)
+    with pytest.raises(ValueError, match="DPR head"):
+        Reader(tiny_reader(tiny_base, "dpr")).span_scores(a_query(), items)
+
+
 @pytest.mark.parametrize("head", ["dpr", "integrated"])
 def test_save_load_round_trip_gives_identical_scores(tiny_base: Path, tmp_path: Path, head: str) -> None:
     reader = Reader(tiny_reader(tiny_base, head))

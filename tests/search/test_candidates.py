@@ -152,19 +152,28 @@ def test_gold_candidates_are_refused_on_a_coresearch_dataset(tiny_dataset: Path,
 class _Config:
     threshold = 0.1
     lemma_weight = 0.2
+    answer_threshold: float | None = None
+
+    @property
+    def answer_cut(self) -> float:
+        return self.answer_threshold if self.answer_threshold is not None else 1 - self.threshold
 
 
 class _Encoder:
-    """The query at cosine distance 0.25 from each found mention, the found mentions on either side of it."""
+    """The query at cosine 0.75 to each found mention (``angles`` gives others by mention text), the found
+    mentions on either side of it."""
 
     config = _Config()
+    angles: dict[str, float] = {}
 
     def encode(self, records: list) -> list:
         import numpy as np
 
-        angle = np.arccos(0.75)
-        return [np.array([1.0, 0.0]) if r.mention_id == "query" else
-                np.array([np.cos(angle), np.sin(angle) * (1 if i % 2 else -1)]) for i, r in enumerate(records)]
+        out = []
+        for i, r in enumerate(records):
+            angle = 0.0 if r.mention_id == "query" else np.arccos(self.angles.get(r.text, 0.75))
+            out.append(np.array([np.cos(angle), np.sin(angle) * (1 if i % 2 else -1)]))
+        return np.array(out)
 
 
 def test_the_cluster_answer_applies_the_encoders_lemma_weight() -> None:
@@ -175,14 +184,47 @@ def test_the_cluster_answer_applies_the_encoders_lemma_weight() -> None:
     same = FoundMention("p1", "d1", "t", "A fire broke out.", 2, 6, 1, "")
     other = FoundMention("p2", "d2", "t", "Crews fought the blaze.", 17, 22, 2, "")
     answer = cluster_answer(_Encoder(), query, text, [same, other])
-    # Distance 0.25 is above τ 0.1; the same head lemma brings "fire" 0.2 closer (0.05 ≤ τ), "blaze" stays out.
+    # The cut is 1 - τ = 0.9; cosine 0.75 is below it, and the same head lemma adds β 0.2: "fire" (0.95) is in.
     assert answer["size"] == 2 and [m["mention"] for d in answer["documents"] for m in d["mentions"]] == ["fire"]
+    assert answer["threshold"] == pytest.approx(0.9)
     assert [m["mention"] for m in answer["near_misses"]] == ["blaze"]
     _Config.lemma_weight = 0.0
     try:
         assert cluster_answer(_Encoder(), query, text, [same, other])["size"] == 1
     finally:
         _Config.lemma_weight = 0.2
+
+
+def test_the_answer_takes_each_passages_best_mention_above_the_cut_with_its_score() -> None:
+    from corefsearch.search.cluster_answer import FoundMention, cluster_answer
+
+    text = "The blaze spread overnight."
+    query = Query("adhoc", "", text, 4, 9, "blaze", "")
+    passage = "Firefighters said the fire that burned the mill was out."
+    found = [FoundMention("p1", "d1", "t", passage, 22, 26, 2, ""),  # fire: 0.97
+             FoundMention("p1", "d1", "t", passage, 32, 38, 2, ""),  # burned: 0.93, the same passage's second
+             FoundMention("p2", "d2", "t", "The inferno was put out.", 4, 11, 1, ""),  # inferno: 0.91
+             FoundMention("p3", "d3", "t", "Another storm hit the port.", 8, 13, 3, "")]  # storm: 0.6
+    _Encoder.angles = {"fire": 0.97, "burned": 0.93, "inferno": 0.91, "storm": 0.6}
+    _Config.answer_threshold = 0.9
+    try:
+        answer = cluster_answer(_Encoder(), query, text, found)
+    finally:
+        _Encoder.angles, _Config.answer_threshold = {}, None
+    members = [m for d in answer["documents"] for m in d["mentions"]]
+    # One member a passage (its best), in the order of the hits' ranks, each with its score; the query counts.
+    assert [(m["mention"], m["rank"]) for m in members] == [("inferno", 1), ("fire", 2)]
+    assert [m["score"] for m in members] == pytest.approx([0.91, 0.97], abs=1e-4)
+    assert answer["size"] == 3 and answer["threshold"] == 0.9
+    assert [m["mention"] for m in answer["near_misses"]] == ["burned", "storm"]  # by score, below or beside
+    assert [m["score"] for m in answer["near_misses"]] == pytest.approx([0.93, 0.6], abs=1e-4)
+    # Nothing at the cut: the query mention alone, every candidate a near miss.
+    _Config.answer_threshold = 0.99
+    try:
+        alone = cluster_answer(_Encoder(), query, text, found)
+    finally:
+        _Config.answer_threshold = None
+    assert alone["size"] == 1 and alone["documents"] == [] and len(alone["near_misses"]) == 4
 
 
 def test_a_detector_runs_on_the_device_resolved(plain: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:

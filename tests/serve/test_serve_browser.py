@@ -500,10 +500,16 @@ def test_the_cluster_view_lists_the_query_mentions_cluster_by_document(
         assert marks == [m["mention"] for d in expected["documents"] for m in d["mentions"]]
         misses = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#cluster-misses .cluster-mark")]
         assert misses == [m["mention"] for m in expected["near_misses"]]
-        # Every hit was read (k = rerank_k): the mentions are the reader's spans, and the page says so.
-        assert expected["candidates"] == "reader" and "note" not in expected
-        assert browser.find_element(By.ID, "cluster-source").text.startswith("From reader spans")
-        assert not browser.find_element(By.ID, "cluster-note").is_displayed()
+        # The page shows the API's cut and each member's and near miss's score: the same answer, the same cut.
+        assert f"with a score of at least {expected['threshold']}" in summary
+        scores = [item.text for item in browser.find_elements(By.CSS_SELECTOR, ".cluster-mention .muted")]
+        assert scores == [f"#{m['rank']} {m['passage_id']} · score {m['score']:.3f} ·" for m in
+                          [m for d in expected["documents"] for m in d["mentions"]] + expected["near_misses"]]
+        assert all(m["score"] >= expected["threshold"] for d in expected["documents"] for m in d["mentions"])
+        # Every hit was read (k = rerank_k): the candidates are the hits' detected mentions and the reader's spans
+        # that overlap none of them, and the page says so.
+        assert expected["candidates"] == "detected" and expected["reader"] is True
+        assert browser.find_element(By.ID, "cluster-source").text.endswith("and reader spans that overlap none")
         assert "cluster=true" in browser.current_url  # the address keeps it: a copied address asks again
     finally:
         running.stop()

@@ -203,13 +203,13 @@ def print_answer_cluster(cluster: dict[str, Any], console: Console) -> None:
     """``query --cluster``: the query mention's cluster, document by document, then the near misses."""
     from rich.text import Text
 
-    console.print(f"The query mention's cluster: {counted(cluster['size'], 'mention')} at τ {cluster['threshold']:g}",
-                  markup=False, highlight=False)
+    console.print(f"The query mention's cluster: {counted(cluster['size'], 'mention')} (each hit's best candidate "
+                  f"at a score of {cluster['threshold']:g} or more)", markup=False, highlight=False)
     for document in cluster["documents"]:
         console.print(Text(f"  {document['doc_id'] or '(document unknown)'}: {document['title']}", style="bold"))
         for mention in document["mentions"]:
             console.print(Text(f"    #{mention['rank']} {mention['passage_id']} {mention['mention']!r} "
-                               f"(similarity {mention['score']:.3f})"))
+                               f"(score {mention['score']:.3f})"))
     if cluster["near_misses"]:
         console.print("Near misses: " + "; ".join(f"#{m['rank']} {m['passage_id']} {m['mention']!r} ({m['score']:.3f})"
                                                   for m in cluster["near_misses"]), markup=False, highlight=False)

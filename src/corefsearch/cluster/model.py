@@ -70,6 +70,9 @@ class ClustererConfig:
     threshold: float | None = None  # τ, the cosine distance where clustering stops; set by training on dev
     # β: two mentions with the same head lemma are β closer (cosine distance) when clustered; set on dev
     lemma_weight: float = 0.0
+    # The answer's cut (``query --cluster``): a hit's nearest candidate mention joins the query's answer when its
+    # cosine to the query mention, plus β for a shared head lemma, is at least this; None: 1 - τ
+    answer_threshold: float | None = None
 
     def validate(self) -> None:
         for name, value, least in (("max_length", self.max_length, 8), ("mlp_hidden", self.mlp_hidden, 1),
@@ -86,6 +89,18 @@ class ClustererConfig:
                                            not 0 <= self.threshold <= 2):
             raise InputError(f"threshold (a cosine distance) must be between 0 and 2, got {self.threshold}")
         check_lemma_weight(self.lemma_weight, "lemma_weight")
+        if self.answer_threshold is not None and (isinstance(self.answer_threshold, bool) or
+                                                  not isinstance(self.answer_threshold, (int, float)) or
+                                                  not -1 <= self.answer_threshold <= 3):
+            raise InputError(f"answer_threshold (a cosine, plus β for a shared head lemma) must be between -1 and 3, "
+                             f"got {self.answer_threshold}")
+
+    @property
+    def answer_cut(self) -> float | None:
+        """The answer's cut: :attr:`answer_threshold`, else the cosine of τ (None without either)."""
+        if self.answer_threshold is not None:
+            return float(self.answer_threshold)
+        return None if self.threshold is None else 1.0 - float(self.threshold)
 
 
 def check_lemma_weight(weight: float, option: str = "--lemma-weight") -> None:

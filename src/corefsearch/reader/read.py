@@ -176,3 +176,51 @@ class Reader:
             hits.sort(key=lambda h: -h.score)
             results.append(hits)
         return results
+
+    def span_scores(self, query: Query, passages: Sequence[tuple[str, str, Sequence[tuple[int, int]]]]
+                    ) -> tuple[list[list[float]], list[ReaderHit]]:
+        """The reader's coreference score ``s_m(m_j) + s_a(m_j, m_i)`` of given spans (characters of each
+        passage's text), read with the query as :meth:`read` reads a passage, and the hit :meth:`read` gives
+        each passage, from the same forward passes. ``passages``: ``(passage_id, text, spans)``; a span is
+        scored in every window that holds it whole and keeps its best score (``EMPTY_SCORE`` in none). Only
+        the integrated head scores a given span: the DPR head has no coreference scorer."""
+        import torch
+
+        if self.config.head == "dpr":
+            raise ValueError("a reader with the DPR head scores passages, not given spans")
+        windows = self.windows(query, [(pid, text) for pid, text, _ in passages]) if passages else []
+        scores = [[EMPTY_SCORE] * len(spans) for _, _, spans in passages]
+        best: dict[int, tuple[float, int, int, int]] = {}
+        self.model.train(False)
+        with torch.inference_mode(), autocast(self.model.device):
+            for group in self.passes(windows):
+                batch = [windows[i] for i in group]
+                output = self.model.forward(batch)
+                window_best, firsts, lasts = self.model.window_scores(output, batch)
+                # Each window's spans that it holds whole, as passage-token indices (at least one, for shape).
+                held = [[(k, span) for k, (start, end) in enumerate(passages[w.passage][2])
+                         if (span := w.token_span(start, end)) is not None] for w in batch]
+                width = max(1, max(len(h) for h in held))
+                starts = torch.zeros((len(batch), width), dtype=torch.long, device=output.hidden.device)
+                ends = torch.zeros_like(starts)
+                for row, spans in enumerate(held):
+                    for column, (_, (first, last)) in enumerate(spans):
+                        starts[row, column], ends[row, column] = first, last
+                given = self.model.coreference_scores(self.model.query_mention_vectors(output, batch),
+                                                      self.model.span_vectors(output, starts, ends)).float().cpu()
+                for row, (window_index, spans) in enumerate(zip(group, held, strict=True)):
+                    passage = windows[window_index].passage
+                    for column, (k, _) in enumerate(spans):
+                        scores[passage][k] = max(scores[passage][k], float(given[row, column]))
+                    score = float(window_best[row])
+                    score = EMPTY_SCORE if math.isinf(score) else score
+                    if passage not in best or score > best[passage][0]:
+                        best[passage] = (score, window_index, int(firsts[row]), int(lasts[row]))
+        hits = []
+        for index, (pid, text, _) in enumerate(passages):
+            score, window_index, first, last = best.get(index, (EMPTY_SCORE, -1, 0, 0))
+            window = windows[window_index] if window_index >= 0 else None
+            start, end = window.char_span(first, last) if window is not None and window.n_passage_tokens else (0, 0)
+            hits.append(ReaderHit(pid, score, start, end, text[start:end]))
+        return scores, hits
+

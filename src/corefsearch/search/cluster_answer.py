@@ -1,6 +1,15 @@
-"""The answer as a cluster (``query --cluster``, ``serve``'s ``cluster: true``): the query mention and the
-mentions found in its hits (the reader's span in each, else the mention encoder's nearest candidate mention),
-clustered by the mention encoder; the cluster that holds the query mention, by document, and the near misses.
+"""The answer as a cluster (``query --cluster``, ``serve``'s ``cluster: true``): the query mention and, in each
+hit, the candidate mention nearest to it when it is near enough; by document, each with its score, and the near
+misses below the cut.
+
+An answer is one query mention against the few dozen candidate mentions of its hits, not a whole-corpus
+clustering: each candidate is scored against the query mention alone, by the mention encoder (cosine, plus β for
+a shared head lemma, as ``cluster --method encoder`` reads a pair), and a hit's best candidate joins the answer at
+or above the encoder's answer cut (``answer_threshold`` in its configuration, chosen on ECB+ dev for answers;
+else the cosine of its clustering τ). Dev chose this over average linkage at τ, over every candidate above a cut,
+over the reader's span and over a logistic regression on the reader's and the encoder's scores (bench/RESULTS.md,
+"Answers"). The candidates are the hits' detected (or stored) mentions of the query's type and, where a reader
+re-ranked, its span when it overlaps none of them.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ NEAR_MISSES = 5
 
 @dataclass
 class FoundMention:
-    """A mention of a retrieved passage: the reader's span, or the dataset mention the encoder put nearest."""
+    """A candidate mention of a retrieved passage: a detected (or stored) one, or the reader's span."""
 
     passage_id: str
     doc_id: str | None
@@ -32,38 +41,49 @@ class FoundMention:
     context: str  # the document's first two passages (what the mention encoder reads beside the sentence)
 
 
-def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention],
-                   threshold: float | None = None) -> dict[str, Any]:
-    """The query mention and the mentions found, clustered by average linkage on the mention encoder's vectors
-    at its τ (``threshold``: another τ); the cluster that holds the query mention, its mentions grouped by
-    document (in the order of their best rank), and the other mentions nearest to the query as near misses.
-    Each mention's score is its cosine similarity to the query mention."""
-    from corefsearch.cluster.agglomerative import cluster_dense
-
-    tau = encoder.config.threshold if threshold is None else threshold
-    if tau is None:
-        raise InputError("the mention encoder records no threshold (it was trained without a dev split)")
+def answer_scores(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention]) -> list[float]:
+    """Each found mention's score against the query mention: the cosine of their encoder vectors, plus the
+    encoder's β when both have the same head lemma."""
+    if not found:
+        return []
     records = [MentionRecord("query", "", "", None, query.passage_id, query.text[query.start:query.end],
                              query.start, query.end, query.text, query_context)]
     records += [MentionRecord(f"m{i}", "", m.doc_id or m.passage_id, None, m.passage_id, m.text[m.start:m.end],
                               m.start, m.end, m.text, m.context) for i, m in enumerate(found)]
     vectors = encoder.encode(records)
-    # The lemma weight β the encoder was chosen with on dev, as `cluster --method encoder` applies it: two mentions
-    # with the same head lemma are β closer.
+    scores = [float(v) for v in (vectors[1:] @ vectors[0])]
     beta = float(encoder.config.lemma_weight)
-    lemmas = _head_lemmas(records) if beta and len(records) > 1 else None
-    labels = cluster_dense(vectors, float(tau), lemmas, beta) if len(records) > 1 else [0]
-    similarity = (vectors @ vectors[0]).tolist()
-    members = [i for i in range(1, len(records)) if labels[i] == labels[0]]
+    if beta:
+        lemmas = _head_lemmas(records)
+        scores = [score + beta * (lemmas[i + 1] == lemmas[0]) for i, score in enumerate(scores)]
+    return scores
+
+
+def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention],
+                   cut: float | None = None) -> dict[str, Any]:
+    """The answer of the query mention among ``found`` (every candidate of the hits): in each passage, the
+    candidate with the highest score (:func:`answer_scores`) is a member when its score is at least ``cut``
+    (None: the encoder's ``answer_cut``); members by document in the order of their best rank, each with its
+    score, then the other candidates with the highest scores as near misses."""
+    cut = encoder.config.answer_cut if cut is None else cut
+    if cut is None:
+        raise InputError("the mention encoder records no threshold (it was trained without a dev split)")
+    scores = answer_scores(encoder, query, query_context, found)
+    best: dict[str, int] = {}
+    for i, mention in enumerate(found):
+        if mention.passage_id not in best or scores[i] > scores[best[mention.passage_id]]:
+            best[mention.passage_id] = i
+    members = sorted((i for i in best.values() if scores[i] >= cut), key=lambda i: (found[i].rank, -scores[i]))
     documents: dict[str, dict[str, Any]] = {}
-    for i in sorted(members, key=lambda i: found[i - 1].rank):
-        mention = found[i - 1]
+    for i in members:
+        mention = found[i]
         key = mention.doc_id or mention.passage_id
         documents.setdefault(key, {"doc_id": mention.doc_id, "title": mention.title, "mentions": []})[
-            "mentions"].append(_mention_json(mention, similarity[i]))
-    others = sorted((i for i in range(1, len(records)) if labels[i] != labels[0]), key=lambda i: -similarity[i])
-    return {"threshold": float(tau), "size": 1 + len(members), "documents": list(documents.values()),
-            "near_misses": [_mention_json(found[i - 1], similarity[i]) for i in others[:NEAR_MISSES]]}
+            "mentions"].append(_mention_json(mention, scores[i]))
+    chosen = set(members)
+    others = sorted((i for i in range(len(found)) if i not in chosen), key=lambda i: -scores[i])
+    return {"threshold": float(cut), "size": 1 + len(members), "documents": list(documents.values()),
+            "near_misses": [_mention_json(found[i], scores[i]) for i in others[:NEAR_MISSES]]}
 
 
 def _head_lemmas(records: Sequence[MentionRecord]) -> list[str]:
@@ -82,38 +102,47 @@ def _mention_json(mention: FoundMention, score: float) -> dict[str, Any]:
 def cluster_of_hits(encoder: Any, expander: Callable[[], Any], query: Query, hits: Sequence[Any],
                     spans: dict[str, tuple[int, int]], document_context: Callable[[str], tuple[str | None, str]]
                     ) -> dict[str, Any]:
-    """The answer as a cluster of an answer's ``hits`` (``AdhocHit``): the reader's span in each (``spans``), else
-    the mention encoder's nearest candidate mention in it (``expander()``: the engine's
-    ``corefsearch.search.second_round.EncoderExpansion``); ``document_context(passage id)``: the passage's document
-    id and head (what the encoder reads as context)."""
-    unmarked = [hit.passage_id for hit in hits if hit.passage_id not in spans]
-    nearest: dict[str, Any] = {}
+    """The answer as a cluster of an answer's ``hits`` (``AdhocHit``): the candidate mentions of the query's type in
+    each (``expander()``: the engine's ``corefsearch.search.second_round.EncoderExpansion``, whose candidates are
+    read), and the reader's span (``spans``) where it overlaps none of them; ``document_context(passage id)``: the
+    passage's document id and head (what the encoder reads as context)."""
+    candidates: dict[str, list[tuple[int, int]]] = {}
     source: dict[str, Any] = {"candidates": "reader"} if spans else {}
     unavailable = None
-    if unmarked:
-        try:
-            expansion = expander()
-            nearest = expansion.nearest([(query, unmarked)], count=False)[query.id]
-            source = {**describe_candidates(expansion.candidates), **({"reader": True} if spans else {})}
-        except CorefSearchError as err:
-            unavailable = str(err)  # e.g. no dataset beside the index: the reader's spans alone
+    try:
+        expansion = expander()
+        found_of = expansion.candidates.of([hit.passage_id for hit in hits])
+        for pid, mentions in found_of.items():
+            candidates[pid] = [(c.record.start, c.record.end) for c in mentions
+                               if c.type == query.type and c.record.mention_id != query.id]
+        source = {**describe_candidates(expansion.candidates), **({"reader": True} if spans else {})}
+    except CorefSearchError as err:
+        unavailable = str(err)  # e.g. no dataset beside the index: the reader's spans alone
     found = []
+    marked = 0
     for hit in hits:
+        own = list(dict.fromkeys(candidates.get(hit.passage_id, [])))
         span = spans.get(hit.passage_id)
-        if span is None and hit.passage_id in nearest:
-            span = (nearest[hit.passage_id].start, nearest[hit.passage_id].end)
-        if span is None or span[0] >= span[1]:
+        if span is not None and span[0] < span[1] and not any(s < span[1] and span[0] < e for s, e in own):
+            own.append(span)
+        marked += bool(own)
+        if not own:
             continue
         doc_id, context = document_context(hit.passage_id)
-        found.append(FoundMention(hit.passage_id, doc_id, hit.title, hit.text, span[0], span[1], hit.rank,
-                                  context))
+        found += [FoundMention(hit.passage_id, doc_id, hit.title, hit.text, start, end, hit.rank, context)
+                  for start, end in own]
     # An ad-hoc query's document is its context alone (the head the encoder reads, as for a one-passage one).
     query_context = document_context(query.passage_id)[1] or query.text
     answer = cluster_answer(encoder, query, query_context, found)
     answer.update(source)
-    answer["passages_without_mentions"] = len(hits) - len(found)
+    answer["candidates_scored"] = len(found)
+    answer["passages_without_mentions"] = len(hits) - marked
     if not found:
         why = f" ({unavailable})" if unavailable else ""
         answer["note"] = (f"no mention found in the top {len(hits)} passages{why}: the cluster is the query "
                           "mention alone")
+    elif answer["size"] == 1:
+        answer["note"] = (f"none of the {len(found)} candidate mentions of the top {len(hits)} passages reaches the "
+                          f"cut {answer['threshold']:g}: the cluster is the query mention alone (the nearest are "
+                          "the near misses)")
     return answer

@@ -113,7 +113,8 @@ class ClusterMention(BaseModel):
     end: int
     mention: str
     text: str = Field(description="The passage's text.")
-    score: float = Field(description="Cosine similarity to the query mention (the mention encoder's).")
+    score: float = Field(description="Its score against the query mention: the mention encoder's cosine, plus its β "
+                                     "when both have the same head lemma.")
 
 
 class ClusterDocument(BaseModel):
@@ -123,18 +124,21 @@ class ClusterDocument(BaseModel):
 
 
 class AnswerCluster(BaseModel):
-    threshold: float = Field(description="τ: the cosine distance at which the mention encoder's clusters stop merging.")
+    threshold: float = Field(description="The cut: a hit's best-scoring candidate mention is a member at this score or "
+                                         "above (the mention encoder's answer_threshold, else 1 - τ).")
     size: int = Field(description="Mentions in the query mention's cluster, its own included.")
     documents: list[ClusterDocument] = Field(description="The cluster's other mentions, by document.")
-    near_misses: list[ClusterMention] = Field(description="The mentions found outside it nearest to the query's.")
+    near_misses: list[ClusterMention] = Field(description="The candidates outside it with the highest scores.")
     candidates: str | None = Field(None, description="Where the mentions come from: `reader` (its spans), `detected` "
-                                                      "(a detector's, the mention encoder picking the nearest in each "
-                                                      "passage) or `gold` (the annotated ones: an upper bound).")
+                                                      "(a detector's, every one of the query's type scored) or `gold` "
+                                                      "(the annotated ones: an upper bound).")
     detector: str | None = Field(None, description="With `detected`: the detector.")
     detected: str | None = Field(None, description="With `detected`: stored (`corefsearch detect`) or at query time.")
     reader: bool | None = Field(None, description="True when the reader's spans mark the passages it read.")
     passages_without_mentions: int | None = Field(None, description="Hits in which no mention was found.")
-    note: str | None = Field(None, description="Said when no mention was found: the cluster is the query's alone.")
+    candidates_scored: int | None = Field(None, description="The candidate mentions of the hits that were scored.")
+    note: str | None = Field(None, description="Said when the cluster is the query's alone: no mention found, or none "
+                                               "at the cut.")
 
 
 class SearchResponse(BaseModel):

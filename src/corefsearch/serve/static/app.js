@@ -395,8 +395,8 @@ function candidatesSource(record) {
   else if (record.candidates === "gold") words = "annotated (gold) mentions — an upper bound";
   else if (record.candidates === "detected") words = detected();
   else return "";
-  // The reader's spans where it read, the candidates in the other hits.
-  if (record.reader && record.candidates !== "reader") words = `reader spans, and ${words} in the other hits`;
+  // The candidates of every hit, and the reader's span where it read one that overlaps none of them.
+  if (record.reader && record.candidates !== "reader") words = `${words}, and reader spans that overlap none`;
   return words;
 }
 
@@ -432,7 +432,7 @@ function renderCluster(cluster) {
   const others = cluster.size - 1;
   $("cluster-summary").textContent = `The query mention and ${others} other mention${others === 1 ? "" : "s"} ` +
     `in ${cluster.documents.length} document${cluster.documents.length === 1 ? "" : "s"} ` +
-    `(the mention encoder's clusters at τ ${cluster.threshold})`;
+    `(each hit's best candidate mention with a score of at least ${cluster.threshold})`;
   const source = candidatesSource(cluster);
   let from = source ? `From ${source}` : "";
   const without = cluster.passages_without_mentions;
@@ -467,7 +467,7 @@ function renderClusterMention(mention) {
   block.dataset.passageId = mention.passage_id;
   const where = document.createElement("span");
   where.className = "muted";
-  where.textContent = `#${mention.rank} ${mention.passage_id} · similarity ${mention.score.toFixed(3)} · `;
+  where.textContent = `#${mention.rank} ${mention.passage_id} · score ${mention.score.toFixed(3)} · `;
   const text = document.createElement("span");
   renderMarked(text, mention.text, [{ start: mention.start, end: mention.end, cls: "cluster-mark" }]);
   block.append(where, text);
