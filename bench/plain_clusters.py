@@ -23,7 +23,7 @@ hit (sentence), so **reachable** counts the hits that hold an annotated mention:
 sentence is a hit).
 
 Run: ``python bench/plain_clusters.py --out /tmp/plain-clusters [--detector heuristic] [--detector
-work/det-ecb-word] [--mention-encoder work/cl-ev]``; prints markdown tables, writes ``answers-*.json`` and
+detector-ecbplus] [--mention-encoder event-encoder-ecbplus]`` (the defaults); prints markdown tables, writes ``answers-*.json`` and
 ``hits-*.md`` (each hit, its annotated and clustered mentions) into ``--out``. Offline.
 """
 
@@ -214,15 +214,17 @@ def table(rows: list[tuple[str, dict]]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="work folder (outside the repository, or ignored)")
-    parser.add_argument("--mention-encoder", type=Path, default=REPO / "work" / "cl-ev")
-    parser.add_argument("--detector", action="append", help="heuristic or a detector folder; repeatable "
-                        "(default: heuristic and work/det-ecb-word)")
+    parser.add_argument("--mention-encoder", default="event-encoder-ecbplus", help="a shipped name or a folder")
+    parser.add_argument("--detector", action="append", help="heuristic, a shipped detector or a detector folder; "
+                        "repeatable (default: heuristic and detector-ecbplus)")
     parser.add_argument("--no-cli", action="store_true", help="the API only (the CLI loads the models per query)")
     args = parser.parse_args(argv)
-    detectors = args.detector or ["heuristic", str(REPO / "work" / "det-ecb-word")]
-    for path in [args.mention_encoder, *(Path(d) for d in detectors if d != "heuristic")]:
-        if not path.is_dir():
-            raise SystemExit(f"{path}: no such folder")
+    from corefsearch.base.shipped import resolve_reference
+
+    detectors = args.detector or ["heuristic", "detector-ecbplus"]
+    for reference in [args.mention_encoder, *(d for d in detectors if d != "heuristic")]:
+        if not Path(resolve_reference(reference)).is_dir():
+            raise SystemExit(f"{reference}: neither a shipped model nor a folder")
     args.out.mkdir(parents=True, exist_ok=True)
     annotations = json.loads((CORPUS / "annotations.json").read_text())["mentions"]
     dataset, index = build(args.out)
