@@ -23,8 +23,8 @@ hit (sentence), so **reachable** counts the hits that hold an annotated mention:
 sentence is a hit).
 
 Run: ``python bench/plain_clusters.py --out /tmp/plain-clusters [--detector heuristic] [--detector
-detector-ecbplus] [--mention-encoder event-encoder-ecbplus]`` (the defaults); prints markdown tables, writes ``answers-*.json`` and
-``hits-*.md`` (each hit, its annotated and clustered mentions) into ``--out``. Offline.
+detector-ecbplus] [--mention-encoder event-encoder-ecbplus]`` (the defaults); prints markdown tables, writes
+``answers-*.json`` and ``hits-*.md`` (each hit, its annotated and clustered mentions) into ``--out``. Offline.
 """
 
 from __future__ import annotations
