@@ -1,8 +1,8 @@
-"""The answer as a cluster (``query --cluster``) on detected mentions: per-query B³ F1 of its top 10, and its τ.
+"""The answer as a cluster (``query --cluster``) on detected mentions: per-query B³ F1 of its top 10, and its cut.
 
 ``query --cluster`` answers "where else is this event mentioned?" with a set of mentions: the query's,
-and in each of the top 10 hits the candidate mention the mention encoder finds nearest, kept when
-average linkage puts it in the query's cluster at the encoder's τ. This bench asks a dataset's queries
+and in each of the top 10 hits the candidate mention the mention encoder scores highest, kept when its
+score reaches the encoder's answer cut. This bench asks a dataset's queries
 by id through the engine that ``query`` and ``serve`` use (the candidates are the dataset's stored
 predicted mentions: ``--candidates detected``), and scores each answer against the query's gold
 cluster with the per-query B³ of ``evaluate --cluster-k`` (``corefsearch.evaluate.query_clusters``).
@@ -10,10 +10,10 @@ A detected mention counts as the gold mention it matches: ``strict``, the same s
 gold mention it overlaps most (as ``evaluate --cluster-k`` aligns a reader's spans). Otherwise it is a
 mention of no gold cluster.
 
-τ (the cosine distance at which clusters stop merging) is the encoder's, chosen on dev for clustering
-whole topics; an answer clusters 11 mentions. ``--taus`` scores a grid on ``--split`` (dev): the
-mentions are encoded once per query, each τ only re-clusters. ``--test``: the test split once, at the
-encoder's τ and at dev's choice.
+The answer's cut (each hit's best candidate joins at this score or above: ``corefsearch.search.cluster_answer``)
+is the encoder's ``answer_cut``; ``--cuts`` scores a grid on ``--split`` (dev): the mentions are encoded once per
+query, each cut only re-scores. ``--test``: the test split once, at the encoder's cut and at dev's choice. (Until
+2026-11-29 the answer was average linkage at the encoder's clustering τ, and this grid was of τ.)
 
 Run: ``python bench/answer_clusters.py --index INDEX --dataset DATASET_WITH_PREDICTED_MENTIONS
 --mention-encoder DIR [--max-queries 400] [--test]``.
@@ -32,14 +32,14 @@ from typing import Any
 
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
-TAUS = [0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]
+CUTS = [0.75, 0.8, 0.84, 0.88, 0.92, 0.96]
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def open_engine(index: Path, dataset: Path, encoder: Path, device: str) -> Any:
+def open_engine(index: Path, dataset: Path, encoder: str, device: str) -> Any:
     """The engine with the hybrid dev chose ("Hybrid: which BM25 to fuse"), as the second-round bench uses."""
     from corefsearch.fusion import FusionOptions
     from corefsearch.search.engine import SearchEngine
@@ -56,7 +56,7 @@ def open_engine(index: Path, dataset: Path, encoder: Path, device: str) -> Any:
 class Recorder:
     """Wraps ``cluster_answer`` in its module (``corefsearch.search.cluster_answer``, whose ``cluster_of_hits``
     the engine calls): keeps each query's inputs, and caches the encoder's vectors so that re-clustering at
-    another τ encodes nothing again."""
+    another cut encodes nothing again."""
 
     def __init__(self) -> None:
         import corefsearch.search.cluster_answer as answer_module
@@ -67,13 +67,13 @@ class Recorder:
         answer_module.cluster_answer = self  # type: ignore[assignment]
 
     def __call__(self, encoder: Any, query: Any, query_context: str, found: Sequence[Any],
-                 threshold: float | None = None) -> dict[str, Any]:
+                 cut: float | None = None, cached: Any = None) -> dict[str, Any]:
         self.calls.append((encoder, query, query_context, list(found)))
-        return self.original(encoder, query, query_context, found, threshold)
+        return self.original(encoder, query, query_context, found, cut, cached)
 
 
 class CachedEncoder:
-    """The mention encoder with a cache of ``encode`` by record (each answer re-clustered at many τ)."""
+    """The mention encoder with a cache of ``encode`` by record (each answer re-scored at many cuts)."""
 
     def __init__(self, encoder: Any) -> None:
         self.encoder = encoder
@@ -122,7 +122,7 @@ def answer_ids(qid: str, answer: dict[str, Any], passages: dict[str, list[tuple[
     return ids
 
 
-def score(calls: list[tuple[Any, Any, str, list[Any]]], encoder: Any, tau: float | None,
+def score(calls: list[tuple[Any, Any, str, list[Any]]], encoder: Any, cut: float | None,
           gold: tuple[dict[str, str], dict[str, list[str]], dict[str, list[tuple[str, int, int]]]],
           original: Any) -> dict[str, float]:
     from corefsearch.evaluate.query_clusters import query_b_cubed
@@ -131,7 +131,7 @@ def score(calls: list[tuple[Any, Any, str, list[Any]]], encoder: Any, tau: float
     totals = {"strict": [0.0, 0.0, 0.0], "overlap": [0.0, 0.0, 0.0]}
     size = 0
     for _, query, context, found in calls:
-        answer = original(encoder, query, context, found, tau)
+        answer = original(encoder, query, context, found, cut)
         size += answer["size"]
         for alignment, sums in totals.items():
             values = query_b_cubed(query.id, answer_ids(query.id, answer, passages, alignment), cluster_of, members)
@@ -156,7 +156,7 @@ def ask(engine: Any, recorder: Recorder, queries: Sequence[Any], label: str) -> 
 
 def table(rows: list[tuple[str, dict[str, float]]]) -> None:
     names = list(rows[0][1])
-    print("| τ | " + " | ".join(names) + " |\n| --- |" + " ---: |" * len(names))
+    print("| cut | " + " | ".join(names) + " |\n| --- |" + " ---: |" * len(names))
     for label, values in rows:
         print(f"| {label} | " + " | ".join(f"{values[m]:.2f}" for m in names) + " |", flush=True)
 
@@ -165,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--dataset", type=Path, required=True, help="with predicted_mentions.jsonl (`detect`)")
-    parser.add_argument("--mention-encoder", type=Path, required=True)
+    parser.add_argument("--mention-encoder", default="event-encoder-ecbplus", help="a shipped name or a folder")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--max-queries", type=int, default=400, help="a seeded sample of each split's queries")
-    parser.add_argument("--taus", default=",".join(str(t) for t in TAUS))
+    parser.add_argument("--cuts", default=",".join(str(t) for t in CUTS))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
     args = parser.parse_args(argv)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     recorder = Recorder()
     engine = open_engine(args.index, args.dataset, args.mention_encoder, args.device)
     gold = gold_index(args.dataset)
-    taus = [float(t) for t in args.taus.split(",")]
+    taus = [float(t) for t in args.cuts.split(",")]
 
     def sample(split: str) -> list[Any]:
         queries = read_queries(args.dataset / "queries" / f"{split}.jsonl")
@@ -189,14 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     encoder = CachedEncoder(recorder.calls[0][0]) if recorder.calls else None
     if encoder is None:
         raise SystemExit("no answer was clustered")
-    own_tau = float(encoder.config.threshold)
+    own_tau = float(encoder.config.answer_cut)
     print(f"\n{args.split}: {len(queries):,} queries ({seconds:.0f} s to answer them, k 10, cluster); the encoder's "
-          f"τ {own_tau:g}, β {encoder.config.lemma_weight:g}; ×100\n")
+          f"answer cut {own_tau:g}, β {encoder.config.lemma_weight:g}; ×100\n")
     rows = [(f"{tau:g}" + (" (the encoder's)" if tau == own_tau else ""),
              score(recorder.calls, encoder, tau, gold, recorder.original)) for tau in taus]
     table(rows)
     best = max(zip(taus, rows, strict=True), key=lambda x: x[1][1]["B3 F1 (strict)"])[0]
-    print(f"\nDev chose τ {best:g} (B3 F1, strict alignment).")
+    print(f"\nDev chose the cut {best:g} (B3 F1, strict alignment).")
     if args.test:
         queries = sample("test")
         seconds = ask(engine, recorder, queries, "test")

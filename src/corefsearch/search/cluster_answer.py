@@ -41,26 +41,33 @@ class FoundMention:
     context: str  # the document's first two passages (what the mention encoder reads beside the sentence)
 
 
-def answer_scores(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention]) -> list[float]:
+def answer_scores(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention],
+                  cached: Callable[[Sequence[FoundMention]], dict[int, float]] | None = None) -> list[float]:
     """Each found mention's score against the query mention: the cosine of their encoder vectors, plus the
-    encoder's β when both have the same head lemma."""
+    encoder's β when both have the same head lemma. ``cached(found)``: the cosines it already knows, by index
+    (the engine's candidate mentions, whose vectors it keeps); the others are encoded here."""
     if not found:
         return []
-    records = [MentionRecord("query", "", "", None, query.passage_id, query.text[query.start:query.end],
-                             query.start, query.end, query.text, query_context)]
-    records += [MentionRecord(f"m{i}", "", m.doc_id or m.passage_id, None, m.passage_id, m.text[m.start:m.end],
-                              m.start, m.end, m.text, m.context) for i, m in enumerate(found)]
-    vectors = encoder.encode(records)
-    scores = [float(v) for v in (vectors[1:] @ vectors[0])]
+    known = cached(found) if cached is not None else {}
+    query_record = MentionRecord("query", "", "", None, query.passage_id, query.text[query.start:query.end],
+                                 query.start, query.end, query.text, query_context)
+    records = [MentionRecord(f"m{i}", "", m.doc_id or m.passage_id, None, m.passage_id, m.text[m.start:m.end],
+                             m.start, m.end, m.text, m.context) for i, m in enumerate(found)]
+    rest = [i for i in range(len(found)) if i not in known]
+    if rest:
+        vectors = encoder.encode([query_record, *(records[i] for i in rest)])
+        known.update(zip(rest, (float(v) for v in vectors[1:] @ vectors[0]), strict=True))
+    scores = [known[i] for i in range(len(found))]
     beta = float(encoder.config.lemma_weight)
     if beta:
-        lemmas = _head_lemmas(records)
+        lemmas = _head_lemmas([query_record, *records])
         scores = [score + beta * (lemmas[i + 1] == lemmas[0]) for i, score in enumerate(scores)]
     return scores
 
 
 def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequence[FoundMention],
-                   cut: float | None = None) -> dict[str, Any]:
+                   cut: float | None = None,
+                   cached: Callable[[Sequence[FoundMention]], dict[int, float]] | None = None) -> dict[str, Any]:
     """The answer of the query mention among ``found`` (every candidate of the hits): in each passage, the
     candidate with the highest score (:func:`answer_scores`) is a member when its score is at least ``cut``
     (None: the encoder's ``answer_cut``); members by document in the order of their best rank, each with its
@@ -68,7 +75,7 @@ def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequen
     cut = encoder.config.answer_cut if cut is None else cut
     if cut is None:
         raise InputError("the mention encoder records no threshold (it was trained without a dev split)")
-    scores = answer_scores(encoder, query, query_context, found)
+    scores = answer_scores(encoder, query, query_context, found, cached)
     best: dict[str, int] = {}
     for i, mention in enumerate(found):
         if mention.passage_id not in best or scores[i] > scores[best[mention.passage_id]]:
@@ -107,15 +114,23 @@ def cluster_of_hits(encoder: Any, expander: Callable[[], Any], query: Query, hit
     read), and the reader's span (``spans``) where it overlaps none of them; ``document_context(passage id)``: the
     passage's document id and head (what the encoder reads as context)."""
     candidates: dict[str, list[tuple[int, int]]] = {}
+    records: dict[tuple[str, int, int], Any] = {}  # the candidates' own records, whose vectors the expansion keeps
     source: dict[str, Any] = {"candidates": "reader"} if spans else {}
     unavailable = None
+    cached = None
     try:
         expansion = expander()
         found_of = expansion.candidates.of([hit.passage_id for hit in hits])
         for pid, mentions in found_of.items():
-            candidates[pid] = [(c.record.start, c.record.end) for c in mentions
-                               if c.type == query.type and c.record.mention_id != query.id]
+            kept = [c.record for c in mentions if c.type == query.type and c.record.mention_id != query.id]
+            candidates[pid] = [(r.start, r.end) for r in kept]
+            records.update(((pid, r.start, r.end), r) for r in kept)
+            expansion.known.update((r.mention_id, r) for r in kept)
         source = {**describe_candidates(expansion.candidates), **({"reader": True} if spans else {})}
+
+        def cached(found: Sequence[FoundMention]) -> dict[int, float]:
+            keyed = {i: records[key] for i, m in enumerate(found) if (key := (m.passage_id, m.start, m.end)) in records}
+            return expansion.similarities(query, keyed) if keyed else {}
     except CorefSearchError as err:
         unavailable = str(err)  # e.g. no dataset beside the index: the reader's spans alone
     found = []
@@ -133,7 +148,7 @@ def cluster_of_hits(encoder: Any, expander: Callable[[], Any], query: Query, hit
                   for start, end in own]
     # An ad-hoc query's document is its context alone (the head the encoder reads, as for a one-passage one).
     query_context = document_context(query.passage_id)[1] or query.text
-    answer = cluster_answer(encoder, query, query_context, found)
+    answer = cluster_answer(encoder, query, query_context, found, cached=cached)
     answer.update(source)
     answer["candidates_scored"] = len(found)
     answer["passages_without_mentions"] = len(hits) - marked
