@@ -70,8 +70,8 @@ def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequen
                    cached: Callable[[Sequence[FoundMention]], dict[int, float]] | None = None) -> dict[str, Any]:
     """The answer of the query mention among ``found`` (every candidate of the hits): in each passage, the
     candidate with the highest score (:func:`answer_scores`) is a member when its score is at least ``cut``
-    (None: the encoder's ``answer_cut``); members by document in the order of their best rank, each with its
-    score, then the other candidates with the highest scores as near misses."""
+    (None: the encoder's ``answer_cut``); members by document, ranked by score (documents by their best member's),
+    each with its score, then the other candidates with the highest scores as near misses."""
     cut = encoder.config.answer_cut if cut is None else cut
     if cut is None:
         raise InputError("the mention encoder records no threshold (it was trained without a dev split)")
@@ -80,7 +80,8 @@ def cluster_answer(encoder: Any, query: Query, query_context: str, found: Sequen
     for i, mention in enumerate(found):
         if mention.passage_id not in best or scores[i] > scores[best[mention.passage_id]]:
             best[mention.passage_id] = i
-    members = sorted((i for i in best.values() if scores[i] >= cut), key=lambda i: (found[i].rank, -scores[i]))
+    # Ranked by score: documents in the order of their best member's, each document's members by theirs.
+    members = sorted((i for i in best.values() if scores[i] >= cut), key=lambda i: (-scores[i], found[i].rank))
     documents: dict[str, dict[str, Any]] = {}
     for i in members:
         mention = found[i]
