@@ -228,6 +228,55 @@ def test_the_answer_takes_each_passages_best_mention_above_the_cut_with_its_scor
     assert alone["size"] == 1 and alone["documents"] == [] and len(alone["near_misses"]) == 4
 
 
+class _Source:
+    """A candidate source that holds the given spans of each passage (all of the query's type)."""
+
+    name, detector, reference = "detected", "heuristic", "heuristic"
+
+    def __init__(self, spans: dict[str, list[tuple[int, int]]], texts: dict[str, str]) -> None:
+        self.spans, self.texts = spans, texts
+
+    def of(self, passage_ids: list[str]) -> dict[str, list[Any]]:
+        from corefsearch.cluster.inputs import MentionRecord
+        from corefsearch.search.candidates import Candidate
+
+        return {pid: [Candidate(MentionRecord(f"{pid}:{a}-{b}", "", "d", None, pid, self.texts[pid][a:b], a, b,
+                                              self.texts[pid], ""), "event") for a, b in self.spans[pid]]
+                for pid in passage_ids if pid in self.spans}
+
+
+class _Expansion:
+    def __init__(self, source: _Source) -> None:
+        self.candidates, self.known = source, {}
+
+    def similarities(self, query: Query, records: dict[Any, Any]) -> dict[Any, float]:
+        return {key: _Encoder.angles.get(record.text, 0.75) for key, record in records.items()}
+
+
+def test_an_answer_without_members_says_why() -> None:
+    from types import SimpleNamespace
+
+    from corefsearch.search.cluster_answer import cluster_of_hits
+
+    text = "The blaze spread overnight."
+    query = Query("adhoc", "", text, 4, 9, "blaze", "")
+    hits = [SimpleNamespace(passage_id="p1", title="t", text="Another storm hit the port.", rank=1)]
+    context = lambda pid: ("d", "")  # noqa: E731
+    # No candidate in any hit, and no reader: the query mention alone, and the note says none was found.
+    none = cluster_of_hits(_Encoder(), lambda: _Expansion(_Source({}, {})), query, hits, {}, context)
+    assert none["size"] == 1 and none["note"].startswith("no mention found in the top 1 passages")
+    # A candidate under the cut: the query mention alone; the note names the cut, the candidate is a near miss.
+    _Encoder.angles = {"storm": 0.6}
+    try:
+        under = cluster_of_hits(_Encoder(), lambda: _Expansion(_Source({"p1": [(8, 13)]},
+                                                                      {"p1": hits[0].text})), query, hits, {}, context)
+    finally:
+        _Encoder.angles = {}
+    assert under["size"] == 1 and under["documents"] == [] and under["candidates_scored"] == 1
+    assert "reaches the cut 0.9" in under["note"] and [m["mention"] for m in under["near_misses"]] == ["storm"]
+    assert under["near_misses"][0]["score"] == pytest.approx(0.6, abs=1e-4)
+
+
 def test_a_detector_runs_on_the_device_resolved(plain: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import corefsearch.search.candidates as candidates
 
