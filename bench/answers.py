@@ -17,7 +17,8 @@ Target, per query: the gold mentions of the query's cluster that lie in its top 
 hold), the query's own mention left out. A candidate counts as the gold mention it overlaps most (one gold
 mention counts once). Mention precision, recall and F1, micro (pooled over the queries) and macro (per query,
 averaged; a query with no target counts for precision only). B³ of the whole cluster (``query_b_cubed``) beside.
-Today's answer (the encoder's average linkage at its τ, one mention per hit) is the first row.
+The former answer (the encoder's average linkage at its τ, one mention per hit) is the first row; ``today`` in a
+record is the library's answer when it was collected (the former one in dev's records, the new one in test's).
 
 The distractor subset: queries whose top 10 holds a passage of the same ECB+ topic's other half (the ``ecb``
 documents against the ``ecbplus`` ones: a similar event, another time and place); "other half" is the share
