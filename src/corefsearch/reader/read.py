@@ -166,13 +166,7 @@ class Reader:
         for item, (_, passages) in enumerate(items):
             hits = []
             for passage_index, (pid, text) in enumerate(passages):
-                score, window_index, first, last = best[item, passage_index]
-                window = windows[window_index]
-                if window.n_passage_tokens:
-                    start, end = window.char_span(first, last)
-                else:
-                    start = end = 0
-                hits.append(ReaderHit(pid, score, start, end, text[start:end]))
+                hits.append(_hit(pid, text, best[item, passage_index], windows))
             hits.sort(key=lambda h: -h.score)
             results.append(hits)
         return results
@@ -216,11 +210,13 @@ class Reader:
                     score = EMPTY_SCORE if math.isinf(score) else score
                     if passage not in best or score > best[passage][0]:
                         best[passage] = (score, window_index, int(firsts[row]), int(lasts[row]))
-        hits = []
-        for index, (pid, text, _) in enumerate(passages):
-            score, window_index, first, last = best.get(index, (EMPTY_SCORE, -1, 0, 0))
-            window = windows[window_index] if window_index >= 0 else None
-            start, end = window.char_span(first, last) if window is not None and window.n_passage_tokens else (0, 0)
-            hits.append(ReaderHit(pid, score, start, end, text[start:end]))
-        return scores, hits
+        return scores, [_hit(pid, text, best.get(index, (EMPTY_SCORE, -1, 0, 0)), windows)
+                        for index, (pid, text, _) in enumerate(passages)]
 
+
+def _hit(passage_id: str, text: str, best: tuple[float, int, int, int], windows: Sequence[PairWindow]) -> ReaderHit:
+    """The hit of a passage from its best window's ``(score, window index, first, last)`` (index -1: none)."""
+    score, window_index, first, last = best
+    window = windows[window_index] if window_index >= 0 else None
+    start, end = window.char_span(first, last) if window is not None and window.n_passage_tokens else (0, 0)
+    return ReaderHit(passage_id, score, start, end, text[start:end])

@@ -114,7 +114,6 @@ def cluster_of_hits(encoder: Any, expander: Callable[[], Any], query: Query, hit
     each (``expander()``: the engine's ``corefsearch.search.second_round.EncoderExpansion``, whose candidates are
     read), and the reader's span (``spans``) where it overlaps none of them; ``document_context(passage id)``: the
     passage's document id and head (what the encoder reads as context)."""
-    candidates: dict[str, list[tuple[int, int]]] = {}
     records: dict[tuple[str, int, int], Any] = {}  # the candidates' own records, whose vectors the expansion keeps
     source: dict[str, Any] = {"candidates": "reader"} if spans else {}
     unavailable = None
@@ -123,10 +122,8 @@ def cluster_of_hits(encoder: Any, expander: Callable[[], Any], query: Query, hit
         expansion = expander()
         found_of = expansion.candidates.of([hit.passage_id for hit in hits])
         for pid, mentions in found_of.items():
-            kept = [c.record for c in mentions if c.type == query.type and c.record.mention_id != query.id]
-            candidates[pid] = [(r.start, r.end) for r in kept]
-            records.update(((pid, r.start, r.end), r) for r in kept)
-            expansion.known.update((r.mention_id, r) for r in kept)
+            records.update(((pid, c.record.start, c.record.end), c.record) for c in mentions
+                           if c.type == query.type and c.record.mention_id != query.id)
         source = {**describe_candidates(expansion.candidates), **({"reader": True} if spans else {})}
 
         def cached(found: Sequence[FoundMention]) -> dict[int, float]:
@@ -137,7 +134,7 @@ def cluster_of_hits(encoder: Any, expander: Callable[[], Any], query: Query, hit
     found = []
     marked = 0
     for hit in hits:
-        own = list(dict.fromkeys(candidates.get(hit.passage_id, [])))
+        own = [(start, end) for pid, start, end in records if pid == hit.passage_id]
         span = spans.get(hit.passage_id)
         if span is not None and span[0] < span[1] and not any(s < span[1] and span[0] < e for s, e in own):
             own.append(span)

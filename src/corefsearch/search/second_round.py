@@ -141,7 +141,9 @@ class EncoderExpansion:
 
     def similarities(self, query: Query, records: Mapping[str, Any]) -> dict[str, float]:
         """``{key: cosine to the query mention}`` of dataset mention records (e.g. those :meth:`nearest` chose, by
-        passage); the query mention is encoded once."""
+        passage, or any candidates of theirs); the query mention is encoded once, each record once a process."""
+        for record in records.values():
+            self.known.setdefault(record.mention_id, record)
         self._encode({r.mention_id for r in records.values()})
         own = self._query_vector(query)
         return {key: float(own @ self.vectors[r.mention_id]) for key, r in records.items()}
