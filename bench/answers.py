@@ -11,7 +11,11 @@ choose members:
 - the reader (``reader-ecbplus``): its coreference score ``s_m + s_a`` of the candidate span, read with the query
   (``Reader.span_scores``), and whether the candidate overlaps the span the reader marks in its passage;
 - both, by a logistic regression on those features (fitted on dev by 5-fold cross-validation grouped by topic,
-  so that each dev query is scored by a model that did not see its topic).
+  so that each dev query is scored by a model that did not see its topic);
+- with ``--pair-scorer DIR``, a mention-pair cross-encoder (``train pair-scorer``): its probability that the
+  candidate corefers with the query mention, alone and in the regression;
+- the two contexts (who, where, when): the overlap of the names, numbers and words of the query's and the
+  candidate's sentences and document heads, in regressions with the encoder's features (and the reader's).
 
 Target, per query: the gold mentions of the query's cluster that lie in its top 10 hits (what an answer can
 hold), the query's own mention left out. A candidate counts as the gold mention it overlaps most (one gold
@@ -27,7 +31,7 @@ of the answer's members in those passages.
 Rules are chosen on dev (micro F1); ``--test`` scores test once for the rules dev chose.
 
 Run: ``python bench/answers.py --index INDEX --dataset DATASET_WITH_PREDICTED_MENTIONS --work work/answers
-[--max-queries 500] [--test]``.
+[--max-queries 500] [--pair-scorer DIR] [--test]``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import argparse
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -65,6 +70,7 @@ class Candidate:
     gold: int | None  # index of the target gold mention it overlaps most, else None
     other_half: bool  # in a passage of the same topic's other half (ECB+)
     validated: bool  # in a sentence the ECB+ annotators validated (where the annotation is complete)
+    pair: float | None = None  # the pair scorer's probability that it corefers with the query mention (--pair-scorer)
 
 
 @dataclass
@@ -116,8 +122,8 @@ def _half(doc_id: str) -> str:
     return "ecbplus" if doc_id.endswith("ecbplus") else "ecb"
 
 
-def answer_one(engine: Any, reader: Any, query: Any, doc_of: Callable[[str], str], validated: set[str]
-               ) -> Answered:
+def answer_one(engine: Any, reader: Any, query: Any, doc_of: Callable[[str], str], validated: set[str],
+               scorer: Any = None) -> Answered:
     from corefsearch.search.cluster_answer import _head_lemmas
 
     clock = time.perf_counter()
@@ -159,6 +165,13 @@ def answer_one(engine: Any, reader: Any, query: Any, doc_of: Callable[[str], str
     seconds["reader"] = time.perf_counter() - clock
     by_pid = {pid: (dict(zip(spans_of[pid], s, strict=True)), hit) for pid, s, hit in zip(pids, scores, read,
                                                                                            strict=True)}
+    pairs = None
+    if scorer is not None and records:
+        import numpy as np
+
+        clock = time.perf_counter()
+        pairs = scorer.score([query_record, *records], np.array([(0, i) for i in range(1, len(records) + 1)]))
+        seconds["pair"] = time.perf_counter() - clock
     rank = {h.passage_id: h.rank for h in hits}
     candidates = []
     for i, record in enumerate(records, start=1):
@@ -169,7 +182,8 @@ def answer_one(engine: Any, reader: Any, query: Any, doc_of: Callable[[str], str
                                     record.text, cosine, lemmas[i] == lemmas[0] and beta > 0,
                                     span_scores[span], hit.score, _overlap(span, (hit.start, hit.end)) > 0,
                                     as_target(record.passage_id, span), record.passage_id in other,
-                                    record.passage_id in validated))
+                                    record.passage_id in validated,
+                                    None if pairs is None else float(pairs[i - 1])))
     former = None
     if records:
         from corefsearch.cluster.agglomerative import cluster_dense
@@ -189,7 +203,7 @@ def answer_one(engine: Any, reader: Any, query: Any, doc_of: Callable[[str], str
 
 
 def collect(engine: Any, reader: Any, queries: Sequence[Any], out: Path, doc_of: Callable[[str], str],
-            validated: set[str], label: str) -> list[Answered]:
+            validated: set[str], label: str, scorer: Any = None) -> list[Answered]:
     """Each query answered once; kept in ``out`` (JSONL), so a second run reads them back."""
     done: dict[str, Answered] = {}
     if out.is_file():
@@ -204,7 +218,7 @@ def collect(engine: Any, reader: Any, queries: Sequence[Any], out: Path, doc_of:
         for number, query in enumerate(queries, 1):
             if query.id in done:
                 continue
-            answered = answer_one(engine, reader, query, doc_of, validated)
+            answered = answer_one(engine, reader, query, doc_of, validated, scorer)
             done[query.id] = answered
             handle.write(json.dumps(asdict(answered)) + "\n")
             handle.flush()
@@ -217,18 +231,36 @@ def collect(engine: Any, reader: Any, queries: Sequence[Any], out: Path, doc_of:
 
 FEATURES = ("cosine", "same_lemma", "reader", "on_reader_span", "reader_passage", "nearest_in_passage",
             "below_passage_best", "rank")
+PAIR_FEATURES = ("pair", "pair_below_passage_best")
 
 
-def features(a: Answered, i: int) -> list[float]:
+def has_pairs(answered: Sequence[Answered]) -> bool:
+    return any(c.pair is not None for a in answered for c in a.candidates)
+
+
+def features(a: Answered, i: int, pair: bool = False) -> list[float]:
     c = a.candidates[i]
     best = max(o.cosine for o in a.candidates if o.pid == c.pid)
-    return [c.cosine, float(c.same_lemma), c.reader, float(c.on_reader_span), c.reader_passage,
-            float(c.cosine >= best), best - c.cosine, float(c.rank)]
+    out = [c.cosine, float(c.same_lemma), c.reader, float(c.on_reader_span), c.reader_passage,
+           float(c.cosine >= best), best - c.cosine, float(c.rank)]
+    if pair:
+        out += [c.pair or 0.0, max(o.pair or 0.0 for o in a.candidates if o.pid == c.pid) - (c.pair or 0.0)]
+    return out
 
 
-def fit_logistic(answered: Sequence[Answered], folds: int = 5) -> tuple[dict[tuple[str, int], float], Any]:
+def fit_logistic(answered: Sequence[Answered], folds: int = 5, pair: bool = False
+                 ) -> tuple[dict[tuple[str, int], float], Any]:
     """Out-of-fold probabilities of each candidate (keyed by query id and position), folds grouped by topic,
-    and the model fitted on all of them."""
+    and the model fitted on all of them (``pair``: the pair scorer's features too)."""
+    import numpy as np
+
+    return _cross_validated(answered, np.array([features(a, i, pair) for a in answered
+                                                for i in range(len(a.candidates))]), folds)
+
+
+def _cross_validated(answered: Sequence[Answered], x: Any, folds: int) -> tuple[dict[tuple[str, int], float], Any]:
+    """Out-of-fold probabilities of a logistic regression on ``x`` (a row per candidate, in order), folds grouped by
+    topic, and the model fitted on all of them."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold
@@ -236,7 +268,6 @@ def fit_logistic(answered: Sequence[Answered], folds: int = 5) -> tuple[dict[tup
     from sklearn.preprocessing import StandardScaler
 
     keys = [(a.qid, i) for a in answered for i in range(len(a.candidates))]
-    x = np.array([features(a, i) for a in answered for i in range(len(a.candidates))])
     y = np.array([c.gold is not None for a in answered for c in a.candidates])
     groups = np.array([a.topic for a in answered for _ in a.candidates])
     probability = np.zeros(len(keys))
@@ -245,6 +276,72 @@ def fit_logistic(answered: Sequence[Answered], folds: int = 5) -> tuple[dict[tup
         probability[held] = model.predict_proba(x[held])[:, 1]
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(x, y)
     return dict(zip(keys, probability.tolist(), strict=True)), model
+
+
+# --- who, where, when: overlap of the two contexts (texts only; no corpus statistics, so the library could read them)
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+|\d[\d,.:/-]*")
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words not opening a sentence (names of people, places, organisations), lower-cased."""
+    words = _WORD.findall(text)
+    return {w.lower() for i, w in enumerate(words) if w[0].isupper() and i and not words[i - 1].endswith(".")
+            and len(w) > 1}
+
+
+def _numbers(text: str) -> set[str]:
+    return {w.rstrip(".,") for w in _WORD.findall(text) if w[0].isdigit()}
+
+
+def _content(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if len(w) > 3 and not w[0].isdigit()}
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+CONTEXT_FEATURES = ("names_sentence", "numbers_sentence", "words_sentence", "names_document", "words_document")
+
+
+class Contexts:
+    """Each passage's sentence and its document's head (its first two passages), as the encoder reads them."""
+
+    def __init__(self, passages: Sequence[Any], queries: Sequence[Any]) -> None:
+        self.text = {p.id: p.text for p in passages}
+        self.doc = {p.id: p.doc_id for p in passages}
+        heads: dict[str, list[str]] = {}
+        for passage in passages:
+            heads.setdefault(passage.doc_id, [])
+            if len(heads[passage.doc_id]) < 2:
+                heads[passage.doc_id].append(passage.text)
+        self.head = {doc: " ".join(texts) for doc, texts in heads.items()}
+        self.query_pid = {q.id: q.passage_id for q in queries}
+        self.cache: dict[tuple[str, str], list[float]] = {}
+
+    def features(self, qid: str, pid: str) -> list[float]:
+        key = (qid, pid)
+        if key not in self.cache:
+            own = self.query_pid[qid]
+            a, b = self.text[own], self.text[pid]
+            ha, hb = self.head[self.doc[own]], self.head[self.doc[pid]]
+            self.cache[key] = [_jaccard(_names(a), _names(b)), _jaccard(_numbers(a), _numbers(b)),
+                               _jaccard(_content(a), _content(b)), _jaccard(_names(ha), _names(hb)),
+                               _jaccard(_content(ha), _content(hb))]
+        return self.cache[key]
+
+
+def fit_context(answered: Sequence[Answered], contexts: Contexts, reader: bool, folds: int = 5
+                ) -> tuple[dict[tuple[str, int], float], Any]:
+    """As :func:`fit_logistic`, over the encoder's features (``reader``: and the reader's) and the contexts'."""
+    import numpy as np
+
+    keep = [i for i, name in enumerate(FEATURES) if reader or not name.startswith(("reader", "on_reader"))]
+    x = np.array([[features(a, i)[j] for j in keep] + contexts.features(a.qid, a.candidates[i].pid)
+                  for a in answered for i in range(len(a.candidates))])
+    probability, model = _cross_validated(answered, x, folds)
+    return probability, (model, [FEATURES[j] for j in keep] + list(CONTEXT_FEATURES))
 
 
 def members_by(rule: Callable[[Answered, int, Candidate], bool]) -> Callable[[Answered], list[int]]:
@@ -286,8 +383,9 @@ def score_rule(answered: Sequence[Answered], today: bool | str, chosen: Callable
             "members / query": size / max(len(answered), 1), "other half %": 100 * other / size if size else 0.0}
 
 
-def rules(answered: Sequence[Answered], probability: dict[tuple[str, int], float], beta: float
-          ) -> dict[str, Callable[[Answered], list[int]]]:
+def rules(answered: Sequence[Answered], probability: dict[tuple[str, int], float], beta: float,
+          with_pair: dict[tuple[str, int], float] | None = None,
+          context: dict[str, dict[tuple[str, int], float]] | None = None) -> dict[str, Callable[[Answered], list[int]]]:
     """Every rule tried: a cut on each score (a grid), and one member per hit (the reader's span, the encoder's
     nearest) above a cut."""
     out: dict[str, Callable[[Answered], list[int]]] = {}
@@ -308,6 +406,29 @@ def rules(answered: Sequence[Answered], probability: dict[tuple[str, int], float
     for cut in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6):
         out[f"both (logistic, {len(FEATURES)} features) >= {cut:g}"] = members_by(
             lambda a, i, c, cut=cut: probability[(a.qid, i)] >= cut)
+    for name, scores in (context or {}).items():
+        for cut in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6):
+            out[f"{name} >= {cut:g}"] = members_by(lambda a, i, c, cut=cut, scores=scores: scores[(a.qid, i)] >= cut)
+    if with_pair is None:
+        return out
+
+    def passage_best(a: Answered, c: Candidate) -> bool:
+        return (c.pair or 0.0) >= max(o.pair or 0.0 for o in a.candidates if o.pid == c.pid)
+
+    pair_cuts = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+    for cut in pair_cuts:
+        out[f"pair scorer: p >= {cut:g}"] = members_by(lambda a, i, c, cut=cut: (c.pair or 0.0) >= cut)
+    for cut in pair_cuts:
+        out[f"pair scorer: each passage's best, p >= {cut:g}"] = members_by(
+            lambda a, i, c, cut=cut: (c.pair or 0.0) >= cut and passage_best(a, c))
+    for cut in pair_cuts:
+        out[f"encoder's nearest >= 0.84, and pair scorer p >= {cut:g}"] = members_by(
+            lambda a, i, c, cut=cut: (c.pair or 0.0) >= cut and c.cosine + beta * c.same_lemma >= 0.84
+            and c.cosine + beta * c.same_lemma >= max(o.cosine + beta * o.same_lemma for o in a.candidates
+                                                      if o.pid == c.pid))
+    for cut in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7):
+        out[f"all three (logistic, {len(FEATURES) + len(PAIR_FEATURES)} features) >= {cut:g}"] = members_by(
+            lambda a, i, c, cut=cut: with_pair[(a.qid, i)] >= cut)
     return out
 
 
@@ -331,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
     parser.add_argument("--cost", type=int, default=0, help="time the answer on this many other dev queries")
+    parser.add_argument("--pair-scorer", type=Path, default=None,
+                        help="a pair scorer (`train pair-scorer`): its rules are tried beside the others")
     args = parser.parse_args(argv)
 
     from corefsearch.datasets.dataset import Dataset, read_queries
@@ -339,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     engine = open_engine(args.index, args.dataset, args.device)
     reader = Reader.load(READER)
+    scorer = None
+    if args.pair_scorer is not None:
+        from corefsearch.pair_scorer.model import PairScorer
+
+        scorer = PairScorer.load(args.pair_scorer)
     passages = list(Dataset(args.dataset).passages())
     doc_ids = {p.id: p.doc_id for p in passages}
     # The validated dataset numbers its passages afresh: a sentence is known by its document and text.
@@ -350,10 +478,19 @@ def main(argv: list[str] | None = None) -> int:
         return random.Random(13).sample(queries, min(args.max_queries, len(queries)))
 
     dev = collect(engine, reader, sample("dev"), args.work / "dev.jsonl", doc_ids.__getitem__, validated,
-                  "dev")
+                  "dev", scorer)
     beta = float(engine.expander().encoder.config.lemma_weight or 0.0)
     probability, model = fit_logistic(dev)
-    tried = rules(dev, probability, beta)
+    pair = scorer is not None and has_pairs(dev)
+    with_pair, pair_model = fit_logistic(dev, pair=True) if pair else (None, None)
+    contexts = Contexts(passages, [*sample("dev"), *(sample("test") if args.test else [])])
+    context_models = {}
+    context_dev = {}
+    for reader_too in (False, True):
+        scores, (fitted, names) = fit_context(dev, contexts, reader_too)
+        label = f"contexts + encoder{' + reader' if reader_too else ''} (logistic, {len(names)} features)"
+        context_dev[label], context_models[label] = scores, (fitted, names, reader_too)
+    tried = rules(dev, probability, beta, with_pair, context_dev)
     former = "former: average linkage of each hit's nearest and the query at the encoder's τ"
     rows = [(former, score_rule(dev, "former", None))]
     rows += [(name, score_rule(dev, False, rule)) for name, rule in tried.items()]
@@ -381,15 +518,29 @@ def main(argv: list[str] | None = None) -> int:
                 + [(n, score_rule(dev, False, tried[n], validated_only=False)) for n in shown]))
     coefficients = dict(zip(FEATURES, model[-1].coef_[0].round(3).tolist(), strict=True))
     print(f"\nLogistic regression (all dev, standardised features): {coefficients}")
+    if pair_model is not None:
+        coefficients = dict(zip(FEATURES + PAIR_FEATURES, pair_model[-1].coef_[0].round(3).tolist(), strict=True))
+        print(f"With the pair scorer: {coefficients}")
+    for label, (fitted, names, _) in context_models.items():
+        print(f"{label}: {dict(zip(names, fitted[-1].coef_[0].round(3).tolist(), strict=True))}")
     cost = {name: sum(a.seconds.get(name, 0.0) for a in dev) / len(dev) * 1000 for name in ("today", "encoder",
-                                                                                           "reader")}
+                                                                                           "reader", "pair")}
     print("ms a query (mean, 2 cores, the engine warm): the engine's query with its answer " + f"{cost['today']:.0f}"
-          + f"; scoring every candidate by the encoder {cost['encoder']:.0f}; by the reader {cost['reader']:.0f}")
+          + f"; scoring every candidate by the encoder {cost['encoder']:.0f}; by the reader {cost['reader']:.0f}"
+          + (f"; by the pair scorer {cost['pair']:.0f}" if pair else ""))
     if args.test:
         test = collect(engine, reader, sample("test"), args.work / "test.jsonl", doc_ids.__getitem__,
-                       validated, "test")
+                       validated, "test", scorer)
         on_test = rules(test, {(a.qid, i): float(model.predict_proba([features(a, i)])[0, 1])
-                               for a in test for i in range(len(a.candidates))}, beta)
+                               for a in test for i in range(len(a.candidates))}, beta,
+                        None if pair_model is None else {
+                            (a.qid, i): float(pair_model.predict_proba([features(a, i, True)])[0, 1])
+                            for a in test for i in range(len(a.candidates))},
+                        {label: {(a.qid, i): float(fitted.predict_proba(
+                            [[features(a, i)[FEATURES.index(n)] for n in names if n in FEATURES]
+                             + contexts.features(a.qid, a.candidates[i].pid)])[0, 1])
+                            for a in test for i in range(len(a.candidates))}
+                         for label, (fitted, names, _) in context_models.items()})
         print(f"\ntest, once: {len(test):,} queries; scored on the validated sentences\n")
         test_rows = [(former, score_rule(test, "former", None)),
                      ("the library's answer (query --cluster, the engine)", score_rule(test, True, None))]

@@ -16,7 +16,12 @@ candidates: the dataset's stored detected mentions), and scores gates offline:
 - ``rank of the cosine <= m``: the ``m`` passages with the highest cosines move up (``m`` of 10, whatever the
   corpus);
 - ``cosine >= max(0.9, background + d)``: the fixed gate, raised on a query whose background (the highest
-  cosine of the nearest mentions of its passages ranked 21 to 100, mentions of other events mostly) runs high.
+  cosine of the nearest mentions of its passages ranked 21 to 100, mentions of other events mostly) runs high;
+- ``cosine >= 0.9 and >= the top passage's + d``: only what the encoder finds nearer than the first round's top
+  passage moves above it;
+- ``RRF of the first round and the cosine``: a soft re-ranking, the two orders fused (k 60, the cosine's weighted);
+- ``cosine >= 0.9 unless the first round's top leads by g``: the fixed gate, skipped where the first round is sure
+  (its top score leads the second by a share g of it).
 
 The first round is the engine's list at k 100 (its top 10 re-ranked, ranks 21-100 the background).
 
@@ -35,13 +40,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
 from answers import open_engine  # noqa: E402
 from headline import log  # noqa: E402
 
-Top = list[tuple[bool, float | None]]  # per passage of the top 10: relevant, the nearest mention's cosine
+# per passage of the top 10: relevant, the nearest mention's cosine, the first round's score
+Top = list[tuple[bool, float | None, float]]
 
 
 def collect(index: Path, dataset: Path, split: str, out: Path) -> list[Top]:
@@ -51,7 +58,8 @@ def collect(index: Path, dataset: Path, split: str, out: Path) -> list[Top]:
     from corefsearch.datasets.dataset import read_queries
 
     if out.is_file():
-        return [[(bool(r), c) for r, c in json.loads(line)] for line in out.read_text().splitlines()]
+        return [[(bool(e[0]), e[1], e[2] if len(e) > 2 else 0.0) for e in json.loads(line)]
+                for line in out.read_text().splitlines()]
     engine = open_engine(index, dataset, "cpu")
     expansion = engine.expander()
     tops: list[Top] = []
@@ -63,31 +71,44 @@ def collect(index: Path, dataset: Path, split: str, out: Path) -> list[Top]:
         nearest = expansion.nearest([(query, pids)], count=False)[query.id]
         cosines = expansion.similarities(query, nearest)
         background = expansion.background([(query, [h.passage_id for h in result.hits[20:100]])])[query.id]
-        tops.append([(bool(h.relevant), cosines.get(h.passage_id)) for h in result.hits[:10]] + [(False, background)])
+        tops.append([(bool(h.relevant), cosines.get(h.passage_id), float(h.score)) for h in result.hits[:10]]
+                    + [(False, background, 0.0)])
         if number % 200 == 0:
             log(f"{out.stem}: {number:,} of {len(queries):,} ({time.perf_counter() - started:.0f} s)")
     out.write_text("".join(json.dumps(top) + "\n" for top in tops))
     return tops
 
 
-def mrr(tops: Sequence[Top], moved: Callable[[Top], list[bool]]) -> float:
+def mrr(tops: Sequence[Top], moved: Callable[[Top], list[Any]]) -> float:
     total = 0.0
     for entry in tops:
         top = entry[:10]
         up = moved(entry)[:10]
-        order = [i for i in range(len(top)) if up[i]] + [i for i in range(len(top)) if not up[i]]
+        if up and isinstance(up[0], float):  # a rule that gives each passage a new score: the order by it
+            order = sorted(range(len(top)), key=lambda i: -up[i])
+        else:
+            order = [i for i in range(len(top)) if up[i]] + [i for i in range(len(top)) if not up[i]]
         total += next((1.0 / rank for rank, i in enumerate(order, 1) if top[i][0]), 0.0)
     return 100 * total / max(len(tops), 1)
 
 
-def gates() -> dict[str, Callable[[Top], list[bool]]]:
+def moved_count(entry: Top, rule: Callable[[Top], list[Any]]) -> int:
+    """How many of the top 10 a rule moves up (a scoring rule: how many end above their first-round rank)."""
+    up = rule(entry)[:10]
+    if up and isinstance(up[0], float):
+        order = sorted(range(len(up)), key=lambda i: -up[i])
+        return sum(1 for rank, i in enumerate(order) if rank < i)
+    return sum(up)
+
+
+def gates() -> dict[str, Callable[[Top], list[Any]]]:
     def cos(entry: Top) -> list[float]:
-        return [c if c is not None else -2.0 for _, c in entry[:10]]
+        return [e[1] if e[1] is not None else -2.0 for e in entry[:10]]
 
     def background(entry: Top) -> float:
         return entry[10][1] if len(entry) > 10 and entry[10][1] is not None else -2.0
 
-    out: dict[str, Callable[[Top], list[bool]]] = {"first round (nothing moves)": lambda top: [False] * len(top)}
+    out: dict[str, Callable[[Top], list[Any]]] = {"first round (nothing moves)": lambda top: [False] * len(top)}
     for g in (0.8, 0.85, 0.9, 0.93, 0.95):
         out[f"cosine >= {g:g}"] = lambda top, g=g: [c >= g for c in cos(top)]
     for d in (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2):
@@ -101,6 +122,19 @@ def gates() -> dict[str, Callable[[Top], list[bool]]]:
     for d in (0.0, 0.01, 0.02, 0.03, 0.05):
         out[f"cosine >= max(0.9, background + {d:g})"] = lambda top, d=d: [
             c >= max(0.9, background(top) + d) for c in cos(top)]
+    for d in (0.0, 0.02, 0.05, 0.1):
+        # Only what the encoder finds nearer than the first round's top passage moves above it.
+        out[f"cosine >= 0.9 and >= the top passage's + {d:g}"] = lambda top, d=d: [
+            c >= 0.9 and c >= cos(top)[0] + d for c in cos(top)]
+    for w in (0.25, 0.5, 1.0):
+        # Reciprocal rank fusion (k 60) of the first round's order and the cosine's: a soft re-ranking.
+        out[f"RRF of the first round and the cosine, weight {w:g}"] = lambda top, w=w: [
+            1 / (61 + i) + w / (61 + sorted(cos(top), reverse=True).index(c)) for i, c in enumerate(cos(top))]
+    for g in (0.1, 0.2, 0.3):
+        # The fixed gate, skipped where the first round is sure: its top score leads the second by g of it.
+        out[f"cosine >= 0.9 unless the first round's top leads by {g:g}"] = lambda top, g=g: (
+            [False] * len(top) if len(top) > 1 and top[0][2] > 0 and (top[0][2] - top[1][2]) >= g * abs(top[0][2])
+            else [c >= 0.9 for c in cos(top)])
     for m in (2, 3):
         out[f"the {m} highest cosines, if >= 0.9"] = lambda top, m=m: [
             c >= 0.9 and c >= sorted(cos(top), reverse=True)[min(m, len(top)) - 1] for c in cos(top)]
@@ -132,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, rule in rules.items():
         values = {n: mrr(corpora[n], rule) for n in names}
         scores[label] = values[args.choose]
-        moved = {n: sum(sum(rule(t)[:10]) for t in corpora[n]) / max(len(corpora[n]), 1) for n in names}
+        moved = {n: sum(moved_count(t, rule) for t in corpora[n]) / max(len(corpora[n]), 1) for n in names}
         print(f"| {label} | " + " | ".join(f"{values[n]:.2f} ({values[n] - base[n]:+.2f})" for n in names) + " | "
               + " | ".join(f"{moved[n]:.1f}" for n in names) + " |")
     best = max(scores, key=scores.get)  # type: ignore[arg-type]
