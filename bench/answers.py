@@ -441,6 +441,20 @@ def table(rows: list[tuple[str, dict[str, float]]], marks: dict[str, str] | None
     return "\n".join(lines)
 
 
+FORMER = "former: average linkage of each hit's nearest and the query at the encoder's τ"
+
+
+def not_tuned(answered: Sequence[Answered], split: str) -> int:
+    """The library's answer and the former one on a corpus nothing was chosen on (``--not-tuned SPLIT``)."""
+    print(f"\n{split}: {len(answered):,} queries, k {K}; targets {sum(len(a.targets) for a in answered):,}, "
+          f"candidates {sum(len(a.candidates) for a in answered):,}; ×100\n")
+    print(table([(FORMER, score_rule(answered, "former", None)),
+                 ("the library's answer (query --cluster, the engine)", score_rule(answered, True, None))]))
+    ms = sum(a.seconds.get("today", 0.0) for a in answered) / max(len(answered), 1) * 1000
+    print(f"\nms a query (mean): the engine's query with its answer {ms:.0f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True)
@@ -452,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--test", action="store_true")
     parser.add_argument("--cost", type=int, default=0, help="time the answer on this many other dev queries")
+    parser.add_argument("--not-tuned", default=None, metavar="SPLIT",
+                        help="a corpus not tuned on: the library's answer and the former one on this split alone")
     parser.add_argument("--pair-scorer", type=Path, default=None,
                         help="a pair scorer (`train pair-scorer`): its rules are tried beside the others")
     args = parser.parse_args(argv)
@@ -477,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
         queries = read_queries(args.dataset / "queries" / f"{split}.jsonl")
         return random.Random(13).sample(queries, min(args.max_queries, len(queries)))
 
+    if args.not_tuned:
+        return not_tuned(collect(engine, reader, sample(args.not_tuned), args.work / f"{args.not_tuned}.jsonl",
+                                 doc_ids.__getitem__, validated, args.not_tuned), args.not_tuned)
     dev = collect(engine, reader, sample("dev"), args.work / "dev.jsonl", doc_ids.__getitem__, validated,
                   "dev", scorer)
     beta = float(engine.expander().encoder.config.lemma_weight or 0.0)
@@ -491,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         label = f"contexts + encoder{' + reader' if reader_too else ''} (logistic, {len(names)} features)"
         context_dev[label], context_models[label] = scores, (fitted, names, reader_too)
     tried = rules(dev, probability, beta, with_pair, context_dev)
-    former = "former: average linkage of each hit's nearest and the query at the encoder's τ"
+    former = FORMER
     rows = [(former, score_rule(dev, "former", None))]
     rows += [(name, score_rule(dev, False, rule)) for name, rule in tried.items()]
     # The rule (set after reading this dev table, before any test read): the best micro F1; within 0.5 of it, a
