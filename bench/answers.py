@@ -332,16 +332,27 @@ class Contexts:
         return self.cache[key]
 
 
+def context_row(a: Answered, i: int, contexts: Contexts, names: Sequence[str]) -> list[float]:
+    """Candidate ``i``'s row for a context regression: its ``names`` among :data:`FEATURES`, then the contexts'."""
+    row = features(a, i)
+    return [row[FEATURES.index(n)] for n in names if n in FEATURES] + contexts.features(a.qid, a.candidates[i].pid)
+
+
 def fit_context(answered: Sequence[Answered], contexts: Contexts, reader: bool, folds: int = 5
                 ) -> tuple[dict[tuple[str, int], float], Any]:
-    """As :func:`fit_logistic`, over the encoder's features (``reader``: and the reader's) and the contexts'."""
+    """As :func:`fit_logistic`, over the encoder's features (``reader``: and the reader's) and the contexts'.
+    Returns the out-of-fold probabilities and (the model, its feature names)."""
     import numpy as np
 
-    keep = [i for i, name in enumerate(FEATURES) if reader or not name.startswith(("reader", "on_reader"))]
-    x = np.array([[features(a, i)[j] for j in keep] + contexts.features(a.qid, a.candidates[i].pid)
-                  for a in answered for i in range(len(a.candidates))])
+    names = [n for n in FEATURES if reader or not n.startswith(("reader", "on_reader"))] + list(CONTEXT_FEATURES)
+    x = np.array([context_row(a, i, contexts, names) for a in answered for i in range(len(a.candidates))])
     probability, model = _cross_validated(answered, x, folds)
-    return probability, (model, [FEATURES[j] for j in keep] + list(CONTEXT_FEATURES))
+    return probability, (model, names)
+
+
+def passage_best(a: Answered, c: Candidate, score: Callable[[Candidate], float]) -> bool:
+    """Whether ``c`` has the highest ``score`` of the candidates in its passage."""
+    return score(c) >= max(score(o) for o in a.candidates if o.pid == c.pid)
 
 
 def members_by(rule: Callable[[Answered, int, Candidate], bool]) -> Callable[[Answered], list[int]]:
@@ -393,11 +404,15 @@ def rules(answered: Sequence[Answered], probability: dict[tuple[str, int], float
     for cut in cuts:
         out[f"encoder: cosine (+β same lemma) >= {cut:g}"] = members_by(
             lambda a, i, c, cut=cut: c.cosine + beta * c.same_lemma >= cut)
+    def encoder(c: Candidate) -> float:
+        return c.cosine + beta * c.same_lemma
+
+    def pair(c: Candidate) -> float:
+        return c.pair or 0.0
+
     for cut in cuts:
         out[f"encoder: each passage's nearest, cosine (+β) >= {cut:g}"] = members_by(
-            lambda a, i, c, cut=cut: c.cosine + beta * c.same_lemma >= cut
-            and c.cosine + beta * c.same_lemma >= max(o.cosine + beta * o.same_lemma for o in a.candidates
-                                                      if o.pid == c.pid))
+            lambda a, i, c, cut=cut: encoder(c) >= cut and passage_best(a, c, encoder))
     for cut in (-2, -1, 0, 1, 2, 3, 4):
         out[f"reader: span score >= {cut:g}"] = members_by(lambda a, i, c, cut=cut: c.reader >= cut)
     for cut in (-2, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3):
@@ -412,20 +427,15 @@ def rules(answered: Sequence[Answered], probability: dict[tuple[str, int], float
     if with_pair is None:
         return out
 
-    def passage_best(a: Answered, c: Candidate) -> bool:
-        return (c.pair or 0.0) >= max(o.pair or 0.0 for o in a.candidates if o.pid == c.pid)
-
     pair_cuts = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
     for cut in pair_cuts:
-        out[f"pair scorer: p >= {cut:g}"] = members_by(lambda a, i, c, cut=cut: (c.pair or 0.0) >= cut)
+        out[f"pair scorer: p >= {cut:g}"] = members_by(lambda a, i, c, cut=cut: pair(c) >= cut)
     for cut in pair_cuts:
         out[f"pair scorer: each passage's best, p >= {cut:g}"] = members_by(
-            lambda a, i, c, cut=cut: (c.pair or 0.0) >= cut and passage_best(a, c))
+            lambda a, i, c, cut=cut: pair(c) >= cut and passage_best(a, c, pair))
     for cut in pair_cuts:
         out[f"encoder's nearest >= 0.84, and pair scorer p >= {cut:g}"] = members_by(
-            lambda a, i, c, cut=cut: (c.pair or 0.0) >= cut and c.cosine + beta * c.same_lemma >= 0.84
-            and c.cosine + beta * c.same_lemma >= max(o.cosine + beta * o.same_lemma for o in a.candidates
-                                                      if o.pid == c.pid))
+            lambda a, i, c, cut=cut: pair(c) >= cut and encoder(c) >= 0.84 and passage_best(a, c, encoder))
     for cut in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7):
         out[f"all three (logistic, {len(FEATURES) + len(PAIR_FEATURES)} features) >= {cut:g}"] = members_by(
             lambda a, i, c, cut=cut: with_pair[(a.qid, i)] >= cut)
@@ -489,9 +499,13 @@ def main(argv: list[str] | None = None) -> int:
     annotated = {(p.doc_id, p.text) for p in Dataset(args.validated).passages()}
     validated = {p.id for p in passages if (p.doc_id, p.text) in annotated}
 
+    samples: dict[str, list[Any]] = {}
+
     def sample(split: str) -> list[Any]:
-        queries = read_queries(args.dataset / "queries" / f"{split}.jsonl")
-        return random.Random(13).sample(queries, min(args.max_queries, len(queries)))
+        if split not in samples:
+            queries = read_queries(args.dataset / "queries" / f"{split}.jsonl")
+            samples[split] = random.Random(13).sample(queries, min(args.max_queries, len(queries)))
+        return samples[split]
 
     if args.not_tuned:
         return not_tuned(collect(engine, reader, sample(args.not_tuned), args.work / f"{args.not_tuned}.jsonl",
@@ -508,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     for reader_too in (False, True):
         scores, (fitted, names) = fit_context(dev, contexts, reader_too)
         label = f"contexts + encoder{' + reader' if reader_too else ''} (logistic, {len(names)} features)"
-        context_dev[label], context_models[label] = scores, (fitted, names, reader_too)
+        context_dev[label], context_models[label] = scores, (fitted, names)
     tried = rules(dev, probability, beta, with_pair, context_dev)
     former = FORMER
     rows = [(former, score_rule(dev, "former", None))]
@@ -540,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     if pair_model is not None:
         coefficients = dict(zip(FEATURES + PAIR_FEATURES, pair_model[-1].coef_[0].round(3).tolist(), strict=True))
         print(f"With the pair scorer: {coefficients}")
-    for label, (fitted, names, _) in context_models.items():
+    for label, (fitted, names) in context_models.items():
         print(f"{label}: {dict(zip(names, fitted[-1].coef_[0].round(3).tolist(), strict=True))}")
     cost = {name: sum(a.seconds.get(name, 0.0) for a in dev) / len(dev) * 1000 for name in ("today", "encoder",
                                                                                            "reader", "pair")}
@@ -555,11 +569,9 @@ def main(argv: list[str] | None = None) -> int:
                         None if pair_model is None else {
                             (a.qid, i): float(pair_model.predict_proba([features(a, i, True)])[0, 1])
                             for a in test for i in range(len(a.candidates))},
-                        {label: {(a.qid, i): float(fitted.predict_proba(
-                            [[features(a, i)[FEATURES.index(n)] for n in names if n in FEATURES]
-                             + contexts.features(a.qid, a.candidates[i].pid)])[0, 1])
-                            for a in test for i in range(len(a.candidates))}
-                         for label, (fitted, names, _) in context_models.items()})
+                        {label: {(a.qid, i): float(fitted.predict_proba([context_row(a, i, contexts, names)])[0, 1])
+                                 for a in test for i in range(len(a.candidates))}
+                         for label, (fitted, names) in context_models.items()})
         print(f"\ntest, once: {len(test):,} queries; scored on the validated sentences\n")
         test_rows = [(former, score_rule(test, "former", None)),
                      ("the library's answer (query --cluster, the engine)", score_rule(test, True, None))]

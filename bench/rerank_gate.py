@@ -82,25 +82,28 @@ def collect(index: Path, dataset: Path, split: str, out: Path) -> list[Top]:
     return tops
 
 
-def mrr(tops: Sequence[Top], moved: Callable[[Top], list[Any]]) -> float:
+def reordered(entry: Top, rule: Callable[[Top], list[Any]]) -> list[int]:
+    """The top 10's new order under ``rule``: a gate's passages (True) moved up in their first-round order, or, for
+    a rule that gives each passage a score, the order by it."""
+    up = rule(entry)[:10]
+    if up and isinstance(up[0], float):
+        return sorted(range(len(up)), key=lambda i: -up[i])
+    return [i for i in range(len(up)) if up[i]] + [i for i in range(len(up)) if not up[i]]
+
+
+def mrr(tops: Sequence[Top], rule: Callable[[Top], list[Any]]) -> float:
     total = 0.0
     for entry in tops:
-        top = entry[:10]
-        up = moved(entry)[:10]
-        if up and isinstance(up[0], float):  # a rule that gives each passage a new score: the order by it
-            order = sorted(range(len(top)), key=lambda i: -up[i])
-        else:
-            order = [i for i in range(len(top)) if up[i]] + [i for i in range(len(top)) if not up[i]]
-        total += next((1.0 / rank for rank, i in enumerate(order, 1) if top[i][0]), 0.0)
+        total += next((1.0 / rank for rank, i in enumerate(reordered(entry, rule), 1) if entry[i][0]), 0.0)
     return 100 * total / max(len(tops), 1)
 
 
 def moved_count(entry: Top, rule: Callable[[Top], list[Any]]) -> int:
-    """How many of the top 10 a rule moves up (a scoring rule: how many end above their first-round rank)."""
+    """How many of the top 10 a rule moves up: a gate's passages, or those a scoring rule puts above their
+    first-round rank."""
     up = rule(entry)[:10]
     if up and isinstance(up[0], float):
-        order = sorted(range(len(up)), key=lambda i: -up[i])
-        return sum(1 for rank, i in enumerate(order) if rank < i)
+        return sum(1 for rank, i in enumerate(reordered(entry, rule)) if rank < i)
     return sum(up)
 
 
@@ -145,6 +148,31 @@ def gates() -> dict[str, Callable[[Top], list[Any]]]:
 
 
 CALIBRATED = "calibrated per collection (EM, gate 0.9)"
+RANKS = 10
+
+
+def _prior(alpha: float, beta: float) -> Any:
+    """The relevance prior of ranks 1 to 10, σ(α − β·log r)."""
+    import numpy as np
+
+    return 1 / (1 + np.exp(-(alpha - beta * np.log(np.arange(1, RANKS + 1)))))
+
+
+def _fit_prior(alpha: float, beta: float, target: Any) -> tuple[float, float]:
+    """α and β moved towards the per-rank posteriors ``target`` (gradient steps of a least-squares fit)."""
+    import numpy as np
+
+    x = np.log(np.arange(1, RANKS + 1))
+    for _ in range(50):
+        miss = target - _prior(alpha, beta)
+        alpha, beta = alpha + 0.2 * miss.sum(), beta - 0.2 * (miss * x).sum()
+    return alpha, beta
+
+
+def _by_query(scores: Any, tops: Sequence[Top]) -> list[list[float]]:
+    """Each query's posteriors for its passages, ties broken by the first round's order."""
+    return [[float(v) - 1e-9 * i for i, v in enumerate(row[:len(t[:RANKS])])] for row, t in zip(scores, tops,
+                                                                                                strict=True)]
 
 
 def calibrated(tops: Sequence[Top], gate: float = 0.9, iterations: int = 300) -> tuple[list[list[float]], str]:
@@ -155,9 +183,8 @@ def calibrated(tops: Sequence[Top], gate: float = 0.9, iterations: int = 300) ->
     Written by hand: a four-parameter mixture no library fits. Returns the scores and the fitted parameters."""
     import numpy as np
 
-    g = np.array([[1.0 if e[1] is not None and e[1] >= gate else 0.0 for e in t[:10]] + [0.0] * (10 - len(t[:10]))
-                  for t in tops])
-    x = np.log(np.arange(1, 11))
+    g = np.array([[1.0 if e[1] is not None and e[1] >= gate else 0.0 for e in t[:RANKS]]
+                  + [0.0] * (RANKS - len(t[:RANKS])) for t in tops])
     alpha, beta, a, b = 0.0, 1.0, 0.7, 0.3  # a start that reads "higher ranks and passing are both better"
 
     def posterior(prior: Any) -> Any:
@@ -166,18 +193,11 @@ def calibrated(tops: Sequence[Top], gate: float = 0.9, iterations: int = 300) ->
         return yes / (yes + no)
 
     for _ in range(iterations):
-        post = posterior(1 / (1 + np.exp(-(alpha - beta * x))))
+        post = posterior(_prior(alpha, beta))
         a, b = (post * g).sum() / post.sum(), ((1 - post) * g).sum() / (1 - post).sum()
-        target = post.mean(0)
-        for _ in range(50):  # the prior's logistic curve fitted to the per-rank posteriors (gradient steps)
-            fitted = 1 / (1 + np.exp(-(alpha - beta * x)))
-            alpha += 0.2 * (target - fitted).sum()
-            beta -= 0.2 * ((target - fitted) * x).sum()
-    prior = 1 / (1 + np.exp(-(alpha - beta * x)))
-    scores = posterior(prior)
-    described = (f"prior {' '.join(f'{v:.2f}' for v in prior)}; a {a:.2f}, b {b:.2f}")
-    return [[float(v) - 1e-9 * i for i, v in enumerate(row[:len(t[:10])])] for row, t in zip(scores, tops,
-                                                                                              strict=True)], described
+        alpha, beta = _fit_prior(alpha, beta, post.mean(0))
+    prior = _prior(alpha, beta)
+    return _by_query(posterior(prior), tops), f"prior {' '.join(f'{v:.2f}' for v in prior)}; a {a:.2f}, b {b:.2f}"
 
 
 CALIBRATED_COSINE = "calibrated per collection (EM, the cosine)"
@@ -190,11 +210,10 @@ def calibrated_cosine(tops: Sequence[Top], iterations: int = 300) -> tuple[list[
     apart the classes are, where one binary gate cannot. Written by hand, as :func:`calibrated`."""
     import numpy as np
 
-    c = np.array([[e[1] if e[1] is not None else np.nan for e in t[:10]] + [np.nan] * (10 - len(t[:10]))
+    c = np.array([[e[1] if e[1] is not None else np.nan for e in t[:RANKS]] + [np.nan] * (RANKS - len(t[:RANKS]))
                   for t in tops])
     has = ~np.isnan(c)
     cv = np.where(has, c, 0.0)
-    x = np.log(np.arange(1, 11))
     alpha, beta = 0.0, 1.0
     mean1, mean0, sd1, sd0, none1, none0 = np.nanpercentile(c, 75), np.nanpercentile(c, 25), 0.1, 0.1, 0.1, 0.1
 
@@ -208,24 +227,18 @@ def calibrated_cosine(tops: Sequence[Top], iterations: int = 300) -> tuple[list[
         return yes / np.maximum(yes + no, 1e-300)
 
     for _ in range(iterations):
-        post = posterior(1 / (1 + np.exp(-(alpha - beta * x))))
+        post = posterior(_prior(alpha, beta))
         w1, w0 = post * has, (1 - post) * has
         mean1, mean0 = (w1 * cv).sum() / w1.sum(), (w0 * cv).sum() / w0.sum()
         sd1 = max(math.sqrt((w1 * (cv - mean1) ** 2).sum() / w1.sum()), 1e-3)
         sd0 = max(math.sqrt((w0 * (cv - mean0) ** 2).sum() / w0.sum()), 1e-3)
         none1 = (post * ~has).sum() / post.sum()
         none0 = ((1 - post) * ~has).sum() / (1 - post).sum()
-        target = post.mean(0)
-        for _ in range(50):
-            fitted = 1 / (1 + np.exp(-(alpha - beta * x)))
-            alpha += 0.2 * (target - fitted).sum()
-            beta -= 0.2 * ((target - fitted) * x).sum()
-    prior = 1 / (1 + np.exp(-(alpha - beta * x)))
-    scores = posterior(prior)
-    described = (f"prior {' '.join(f'{v:.2f}' for v in prior)}; relevant cos {mean1:.3f} ± {sd1:.3f}, other "
-                 f"{mean0:.3f} ± {sd0:.3f}; no mention {none1:.2f} / {none0:.2f}")
-    return [[float(v) - 1e-9 * i for i, v in enumerate(row[:len(t[:10])])] for row, t in zip(scores, tops,
-                                                                                              strict=True)], described
+        alpha, beta = _fit_prior(alpha, beta, post.mean(0))
+    prior = _prior(alpha, beta)
+    return _by_query(posterior(prior), tops), (
+        f"prior {' '.join(f'{v:.2f}' for v in prior)}; relevant cos {mean1:.3f} ± {sd1:.3f}, other "
+        f"{mean0:.3f} ± {sd0:.3f}; no mention {none1:.2f} / {none0:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,17 +255,15 @@ def main(argv: list[str] | None = None) -> int:
         index, dataset, split = rest.split(",")
         corpora[name] = collect(Path(index), Path(dataset), split, args.work / f"{name}.jsonl")
     rules = gates()
-    scored: dict[int, list[float]] = {}  # the calibrated re-ranking's scores, by entry (each corpus fitted alone)
+    # The calibrated re-rankings' scores, by entry: each corpus is fitted alone.
     fitted: dict[str, str] = {}
-    by_cosine: dict[int, list[float]] = {}
-    for name, tops in corpora.items():
-        scores, fitted[name] = calibrated(tops)
-        scored.update((id(entry), row) for entry, row in zip(tops, scores, strict=True))
-        scores, described = calibrated_cosine(tops)
-        fitted[name] += f" | by the cosine: {described}"
-        by_cosine.update((id(entry), row) for entry, row in zip(tops, scores, strict=True))
-    rules[CALIBRATED] = lambda top: scored[id(top)]
-    rules[CALIBRATED_COSINE] = lambda top: by_cosine[id(top)]
+    for label, calibrate in ((CALIBRATED, calibrated), (CALIBRATED_COSINE, calibrated_cosine)):
+        by_entry: dict[int, list[float]] = {}
+        for name, tops in corpora.items():
+            posteriors, described = calibrate(tops)
+            fitted[name] = f"{fitted[name]} | by the cosine: {described}" if name in fitted else described
+            by_entry.update((id(entry), row) for entry, row in zip(tops, posteriors, strict=True))
+        rules[label] = lambda top, by_entry=by_entry: by_entry[id(top)]
     if args.only:
         rules = {label: rules[label] for label in ["first round (nothing moves)", *args.only.split(";")]}
     names = list(corpora)
