@@ -89,7 +89,7 @@ class Answered:
     former: list[tuple[int | None, str]] | None = None
 
 
-def open_engine(index: Path, dataset: Path, device: str) -> Any:
+def open_engine(index: Path, dataset: Path, device: str, encoder: str = ENCODER) -> Any:
     from corefsearch.fusion import FusionOptions
     from corefsearch.search.engine import SearchEngine
     from corefsearch.search.options import ExpansionOptions, RetrievalOptions, SearchOptions
@@ -99,7 +99,7 @@ def open_engine(index: Path, dataset: Path, device: str) -> Any:
         bm25=BM25Options(query_format="sentence", fields={"sentence": 1.0, "document": 0.1}),
         retrieval=RetrievalOptions(retriever="hybrid", device=device,
                                    fusion=FusionOptions(method="interpolate", alpha=0.5)),
-        expansion=ExpansionOptions(encoder=ENCODER)), dataset)
+        expansion=ExpansionOptions(encoder=encoder)), dataset)
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:

@@ -47,11 +47,12 @@ from typing import Any
 
 os.environ.setdefault("COREFSEARCH_QUIET", "1")
 
-from answers import open_engine  # noqa: E402
+from answers import ENCODER, open_engine  # noqa: E402
 from headline import log  # noqa: E402
 
-# per passage of the top 10: relevant, the nearest mention's cosine, the first round's score
-Top = list[tuple[bool, float | None, float]]
+# per passage of the top 10: relevant, the nearest mention's cosine, the first round's score (and, from
+# collect_signals, the rank its mention's search gives the query's passage)
+Top = list[tuple]
 
 
 def collect(index: Path, dataset: Path, split: str, out: Path) -> list[Top]:
@@ -80,6 +81,112 @@ def collect(index: Path, dataset: Path, split: str, out: Path) -> list[Top]:
             log(f"{out.stem}: {number:,} of {len(queries):,} ({time.perf_counter() - started:.0f} s)")
     out.write_text("".join(json.dumps(top) + "\n" for top in tops))
     return tops
+
+
+def collect_signals(index: Path, dataset: Path, split: str, out: Path, batch: int = 100,
+                    limit: int | None = None, encoder: str = ENCODER, queries: Sequence[Any] | None = None,
+                    with_background: bool = True) -> list[dict[str, Any]]:
+    """Per query, what the re-rankings read besides the gate, for its first round's top 10: each passage's id,
+    relevance (for scoring), nearest mention's cosine, first-round score, and where the search made from that
+    mention (the second round's expansion query, every mention whatever its cosine) ranks the query's own
+    passage (``recip``: 1-100, None when not in its top 100); the background as in :func:`collect`. Searched in
+    batches of ``batch`` queries (the retriever's batch search), so the second searches cost what a second
+    round's do."""
+    from corefsearch.datasets.dataset import read_queries
+    from corefsearch.io.trec import read_qrels
+    from corefsearch.search.second_round import expansion_query
+
+    if out.is_file():
+        return [json.loads(line) for line in out.read_text().splitlines()]
+    engine = open_engine(index, dataset, "cpu", encoder)
+    retriever, expansion = engine.retriever(), engine.expander()
+    judged = dataset / "qrels" / f"{split}.txt"
+    qrels = read_qrels(judged) if queries is None or judged.is_file() else {}
+    queries = list(queries if queries is not None else read_queries(dataset / "queries" / f"{split}.jsonl"))[:limit]
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for start in range(0, len(queries), batch):
+        block = queries[start:start + batch]
+        first = list(retriever.search(block, 100))
+        nearest = expansion.nearest([(q, [h.passage_id for h in hits[:10]]) for q, hits in first], count=False)
+        background = (expansion.background([(q, [h.passage_id for h in hits[20:100]]) for q, hits in first])
+                      if with_background else {q.id: None for q, _ in first})
+        seconds: list[Any] = []
+        for query, _ in first:
+            for pid, record in nearest[query.id].items():
+                seconds.append(expansion_query(query, pid, record.sentence, record.start, record.end))
+        recip: dict[str, int | None] = {}
+        for second, hits in retriever.search(seconds, 100):
+            own = second.id.split(">", 1)[0]
+            passage = next(q.passage_id for q in block if q.id == own)
+            recip[second.id] = next((r for r, h in enumerate(hits, 1) if h.passage_id == passage), None)
+        for query, hits in first:
+            cosines = expansion.similarities(query, nearest[query.id])
+            judged = qrels.get(query.id, {})
+            rows.append({"qid": query.id, "background": background[query.id], "top": [
+                {"pid": h.passage_id, "rel": judged.get(h.passage_id, 0) > 0, "cos": cosines.get(h.passage_id),
+                 "score": float(h.score), "recip": recip.get(f"{query.id}>{h.passage_id}"),
+                 "mid": nearest[query.id][h.passage_id].mention_id if h.passage_id in nearest[query.id] else None}
+                for h in hits[:10]]})
+        log(f"{out.stem}: {len(rows):,} of {len(queries):,} ({time.perf_counter() - started:.0f} s)")
+    tmp = out.with_suffix(".partial")
+    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tmp.replace(out)
+    return rows
+
+
+def add_ranks(index: Path, dataset: Path, split: str, rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """Each top passage's rank in the hybrid's two lists alone (``bm25``, ``dense``: 1-100, None when not in its top
+    100), written back into ``out``: two views of the first round that the fusion had joined."""
+    from corefsearch.datasets.dataset import read_queries
+
+    if all("bm25" in e for row in rows for e in row["top"]):
+        return rows
+    retriever = open_engine(index, dataset, "cpu").retriever()
+    by_id = {q.id: q for q in read_queries(dataset / "queries" / f"{split}.jsonl")}
+    queries = [by_id[row["qid"]] for row in rows]
+    ranks: dict[str, dict[str, dict[str, int]]] = {"bm25": {}, "dense": {}}
+    for start in range(0, len(queries), 500):
+        chunk = queries[start:start + 500]
+        strings = retriever.bm25.formulate(chunk)
+        sparse = retriever.bm25.search_batch(strings, [q.id for q in chunk], 100, [q.passage_id for q in chunk])
+        dense = retriever.dense.search_chunk(chunk, 100)
+        for name, lists in (("bm25", sparse), ("dense", dense)):
+            for qid, hits in lists.items():
+                ranks[name][qid] = {h.passage_id: r for r, h in enumerate(hits, 1)}
+    for row in rows:
+        for e in row["top"]:
+            for name in ranks:
+                e[name] = ranks[name][row["qid"]].get(e["pid"])
+    tmp = out.with_suffix(".partial")
+    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tmp.replace(out)
+    return rows
+
+
+def pseudo_queries(dataset: Path, n: int, mention_type: str = "event", seed: int = 13) -> list[Any]:
+    """``n`` of the collection's own detected mentions (``detect``'s, seeded sample) as queries: what a collection
+    of plain documents offers to calibrate on, with no gold and no query of a user's."""
+    import random
+
+    from corefsearch.base.schema import Query
+
+    texts = {}
+    with (dataset / "passages.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            texts[record["id"]] = record["text"]
+    mentions = [json.loads(line) for line in (dataset / "predicted_mentions.jsonl").read_text().splitlines()]
+    mentions = [m for m in mentions if m["type"] == mention_type and m["passage_id"] in texts]
+    chosen = random.Random(seed).sample(mentions, min(n, len(mentions)))
+    return [Query(m["mention_id"], m["passage_id"], texts[m["passage_id"]], m["start"], m["end"], m["text"],
+                  "", mention_type) for m in chosen]
+
+
+def as_top(row: dict[str, Any]) -> Top:
+    """A :func:`collect_signals` row as :func:`collect`'s entry (the top 10, then the background)."""
+    return ([(e["rel"], e["cos"], e["score"], e["recip"], e.get("bm25"), e.get("dense")) for e in row["top"]]
+            + [(False, row["background"], 0.0, None, None, None)])
 
 
 def reordered(entry: Top, rule: Callable[[Top], list[Any]]) -> list[int]:
@@ -141,6 +248,27 @@ def gates() -> dict[str, Callable[[Top], list[Any]]]:
         out[f"cosine >= 0.9 unless the first round's top leads by {g:g}"] = lambda top, g=g: (
             [False] * len(top) if len(top) > 1 and top[0][2] > 0 and (top[0][2] - top[1][2]) >= g * abs(top[0][2])
             else [c >= 0.9 for c in cos(top)])
+    def recip(entry: Top) -> list[float]:
+        return [e[3] if len(e) > 3 and e[3] is not None else math.inf for e in entry[:10]]
+
+    for r in (1, 3, 5, 10, 20, 50, 100):
+        # The second round's reciprocal test as a gate: the passage's mention, searched, finds the query's passage.
+        out[f"cosine >= 0.9 and its search finds the query within {r}"] = lambda top, r=r: [
+            c >= 0.9 and q <= r for c, q in zip(cos(top), recip(top), strict=True)]
+    for r in (1, 3, 10):
+        out[f"its search finds the query within {r}"] = lambda top, r=r: [q <= r for q in recip(top)]
+    # The fixed gate below a first-round top that stays first.
+    out["cosine >= 0.9, the top kept first"] = lambda top: [True] + [c >= 0.9 for c in cos(top)[1:]]
+    out["cosine >= 0.9 and within 10, the top kept first"] = lambda top: [True] + [
+        c >= 0.9 and q <= 10 for c, q in zip(cos(top)[1:], recip(top)[1:], strict=True)]
+    for w in (0.05, 0.1, 0.2, 0.3, 0.5):
+        # A linear fusion: the first round's score (the hybrid's, normalised over its list) plus w if the gate passes;
+        # a passage jumps only over those that lead it by less than w.
+        out[f"first-round score + {w:g} if the gate passes"] = lambda top, w=w: [
+            e[2] + (w if c >= 0.9 else 0.0) for e, c in zip(top[:10], cos(top), strict=True)]
+    for w in (0.25, 0.5, 1.0):
+        out[f"first-round score + {w:g} x cosine"] = lambda top, w=w: [
+            e[2] + w * max(c, 0.0) for e, c in zip(top[:10], cos(top), strict=True)]
     for m in (2, 3):
         out[f"the {m} highest cosines, if >= 0.9"] = lambda top, m=m: [
             c >= 0.9 and c >= sorted(cos(top), reverse=True)[min(m, len(top)) - 1] for c in cos(top)]
@@ -148,6 +276,7 @@ def gates() -> dict[str, Callable[[Top], list[Any]]]:
 
 
 CALIBRATED = "calibrated per collection (EM, gate 0.9)"
+PSEUDO = "calibrated on the collection's detected mentions (--expand-order calibrated)"
 RANKS = 10
 
 
@@ -177,27 +306,26 @@ def _by_query(scores: Any, tops: Sequence[Top]) -> list[list[float]]:
 
 def calibrated(tops: Sequence[Top], gate: float = 0.9, iterations: int = 300) -> tuple[list[list[float]], str]:
     """A re-ranking that weighs the gate against the first round's rank by how much each says in this collection,
-    learnt from the collection's own queries without gold: a two-class latent model (relevant or not) in which a
-    passage at rank r is relevant with prior σ(α − β·log r) and passes the gate with probability a if relevant, b
-    if not, fitted by EM over the queries' top 10; each passage then scores its posterior P(relevant | r, gate).
-    Written by hand: a four-parameter mixture no library fits. Returns the scores and the fitted parameters."""
-    import numpy as np
+    learnt from the collection's own queries without gold: the library's ``--expand-order calibrated`` model
+    (corefsearch.search.calibration.fit) fitted to these queries' top 10; each passage scores its posterior
+    P(relevant | r, gate). Returns the scores and the fitted parameters."""
+    from corefsearch.search.calibration import fit
 
-    g = np.array([[1.0 if e[1] is not None and e[1] >= gate else 0.0 for e in t[:RANKS]]
-                  + [0.0] * (RANKS - len(t[:RANKS])) for t in tops])
-    alpha, beta, a, b = 0.0, 1.0, 0.7, 0.3  # a start that reads "higher ranks and passing are both better"
+    model = fit([[e[1] is not None and e[1] >= gate for e in t[:RANKS]] for t in tops], gate, iterations)
+    return scored_by(model, tops), describe_model(model)
 
-    def posterior(prior: Any) -> Any:
-        yes = np.where(g > 0, a, 1 - a) * prior
-        no = np.where(g > 0, b, 1 - b) * (1 - prior)
-        return yes / (yes + no)
 
-    for _ in range(iterations):
-        post = posterior(_prior(alpha, beta))
-        a, b = (post * g).sum() / post.sum(), ((1 - post) * g).sum() / (1 - post).sum()
-        alpha, beta = _fit_prior(alpha, beta, post.mean(0))
-    prior = _prior(alpha, beta)
-    return _by_query(posterior(prior), tops), f"prior {' '.join(f'{v:.2f}' for v in prior)}; a {a:.2f}, b {b:.2f}"
+def scored_by(model: Any, tops: Sequence[Top]) -> list[list[float]]:
+    """Each query's passages scored by a fitted calibration's posterior (ties broken by the first round's order)."""
+    return [[model.posterior(i + 1, e[1] is not None and e[1] >= model.gate) - 1e-9 * i
+             for i, e in enumerate(t[:RANKS])] for t in tops]
+
+
+def describe_model(model: Any) -> str:
+    from corefsearch.search.calibration import _prior
+
+    return (f"prior {' '.join(f'{v:.2f}' for v in _prior(model.alpha, model.beta))}; a {model.a:.2f}, b "
+            f"{model.b:.2f}; top pass rate {model.top_pass_rate:.2f}")
 
 
 CALIBRATED_COSINE = "calibrated per collection (EM, the cosine)"
@@ -241,29 +369,187 @@ def calibrated_cosine(tops: Sequence[Top], iterations: int = 300) -> tuple[list[
         f"{mean0:.3f} ± {sd0:.3f}; no mention {none1:.2f} / {none0:.2f}")
 
 
+RANK_BINS = (1, 3, 10, 100)  # a rank's outcomes: 1, 2-3, 4-10, 11-100, then not in the top 100
+
+
+def _rank_bin(rank: int | None) -> int:
+    return len(RANK_BINS) if rank is None else next(b for b, top in enumerate(RANK_BINS) if rank <= top)
+
+
+# What a latent-class re-ranking can read of a passage, each as outcomes ordered from "most like relevant" to
+# "least", the last one "no mention" where the signal needs one. Entries are as_top's tuples.
+SIGNALS: dict[str, tuple[int, Callable[[tuple], int]]] = {
+    "gate": (3, lambda e: 2 if e[1] is None else int(e[1] < 0.9)),
+    "cosine": (5, lambda e: 4 if e[1] is None else (0 if e[1] >= 0.95 else 1 if e[1] >= 0.9 else
+                                                   2 if e[1] >= 0.8 else 3)),
+    "reciprocal": (len(RANK_BINS) + 2, lambda e: len(RANK_BINS) + 1 if e[1] is None else _rank_bin(e[3])),
+    "bm25": (len(RANK_BINS) + 1, lambda e: _rank_bin(e[4])),
+    "dense": (len(RANK_BINS) + 1, lambda e: _rank_bin(e[5])),
+}
+
+
+def latent_class(tops: Sequence[Top], signals: Sequence[str], rank_prior: bool = True, iterations: int = 300
+                 ) -> tuple[list[list[float]], str]:
+    """A re-ranking learnt from the collection's own queries without gold, as :func:`calibrated` with more than one
+    signal: a two-class latent model (relevant or not) in which each passage of a top 10 is relevant with a prior
+    (σ(α − β·log r) by its first-round rank r, or one rate for the collection) and, given its class, shows each
+    of ``signals`` (:data:`SIGNALS`: categorical outcomes) independently of the others; fitted by EM, each passage
+    then scores its posterior. Two or more signals beside the prior make the model identifiable where the gate
+    alone could not tell a weak first round from a strong gate. Written by hand: a latent class model over
+    categorical signals with a logistic prior, which no well-kept library fits."""
+    import numpy as np
+
+    n = len(tops)
+    real = np.zeros((n, RANKS), dtype=bool)
+    outs = {name: np.zeros((n, RANKS), dtype=int) for name in signals}
+    for i, top in enumerate(tops):
+        for j, e in enumerate(top[:RANKS]):
+            real[i, j] = True
+            for name in signals:
+                outs[name][i, j] = SIGNALS[name][1](e)
+    emit: dict[str, list[Any]] = {}
+    for name in signals:  # the start: the relevant class leans to the first outcomes, the other to the last
+        size = SIGNALS[name][0]
+        lean = np.linspace(2.0, 1.0, size)
+        emit[name] = [lean[::-1] / lean.sum(), lean / lean.sum()]  # [not relevant, relevant]
+    alpha, beta, rate = 0.0, (1.0 if rank_prior else 0.0), 0.3
+
+    def prior() -> Any:
+        return _prior(alpha, beta) if rank_prior else np.full(RANKS, rate)
+
+    def posterior(p: Any) -> Any:
+        yes, no = np.broadcast_to(p, real.shape).copy(), np.broadcast_to(1 - p, real.shape).copy()
+        for name in signals:
+            yes *= emit[name][1][outs[name]]
+            no *= emit[name][0][outs[name]]
+        return np.where(real, yes / np.maximum(yes + no, 1e-300), 0.0)
+
+    for _ in range(iterations):
+        post = posterior(prior())
+        neg = np.where(real, 1 - post, 0.0)
+        for name in signals:
+            size = SIGNALS[name][0]
+            counts = [np.array([(w * (outs[name] == k) * real).sum() for k in range(size)]) + 1e-3
+                      for w in (neg, post)]
+            emit[name] = [c / c.sum() for c in counts]
+        if rank_prior:
+            alpha, beta = _fit_prior(alpha, beta, post.sum(0) / np.maximum(real.sum(0), 1))
+        else:
+            rate = float(post.sum() / max(real.sum(), 1))
+    p = prior()
+    described = "; ".join(f"{name} {' '.join(f'{v:.2f}' for v in emit[name][1])} / "
+                          f"{' '.join(f'{v:.2f}' for v in emit[name][0])}" for name in signals)
+    return _by_query(posterior(p), tops), f"prior {' '.join(f'{v:.2f}' for v in p)}; {described}"
+
+
+def top_pass_rate(tops: Sequence[Top], gate: float = 0.9) -> float:
+    """The share of a collection's queries whose first-round top passage passes the gate: how often the gate and
+    the first round agree where the first round is surest (read without gold)."""
+    return sum(1 for t in tops if t and t[0][1] is not None and t[0][1] >= gate) / max(len(tops), 1)
+
+
+def abstaining(inner: Callable[[Sequence[Top]], tuple[list[list[float]], str]], floor: float
+               ) -> Callable[[Sequence[Top]], tuple[list[list[float]], str]]:
+    """``inner``'s re-ranking on a collection whose top pass rate (:func:`top_pass_rate`) is at least ``floor``, the
+    first round's order elsewhere: where the gate seldom passes what the first round ranks first, a passage that
+    passes it says less than the first round's order does."""
+
+    def rerank(tops: Sequence[Top]) -> tuple[list[list[float]], str]:
+        rate = top_pass_rate(tops)
+        if rate >= floor:
+            scores, described = inner(tops)
+            return scores, f"top pass rate {rate:.2f}: re-ranked ({described})"
+        return [[-float(i) for i in range(len(t[:RANKS]))] for t in tops], f"top pass rate {rate:.2f}: kept"
+
+    return rerank
+
+
+def fixed_gate_scores(tops: Sequence[Top], gate: float = 0.9) -> tuple[list[list[float]], str]:
+    """The fixed gate as scores: the passing passages first, each group in its first-round order."""
+    return [[(1.0 if e[1] is not None and e[1] >= gate else 0.0) - 1e-3 * i for i, e in enumerate(t[:RANKS])]
+            for t in tops], "gate 0.9"
+
+
+# The latent-class re-rankings scored on dev: (signals, a rank prior or one rate).
+LATENT = {
+    "latent: rank, gate": (("gate",), True),
+    "latent: rank, cosine (5 bins)": (("cosine",), True),
+    "latent: rank, gate, reciprocal": (("gate", "reciprocal"), True),
+    "latent: rank, cosine, reciprocal": (("cosine", "reciprocal"), True),
+    "latent: flat, gate, bm25, dense": (("gate", "bm25", "dense"), False),
+    "latent: flat, cosine, bm25, dense": (("cosine", "bm25", "dense"), False),
+    "latent: flat, cosine, bm25, dense, reciprocal": (("cosine", "bm25", "dense", "reciprocal"), False),
+    "latent: rank, cosine, bm25, dense": (("cosine", "bm25", "dense"), True),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", action="append", required=True, help="NAME=INDEX,DATASET,SPLIT")
+    parser.add_argument("--corpus", action="append", required=True,
+                        help="NAME=INDEX,DATASET,SPLIT[,MENTION_ENCODER] (default encoder: the shipped event one)")
     parser.add_argument("--choose", required=True, help="the corpus the gate is chosen on (its dev split)")
     parser.add_argument("--work", type=Path, default=Path("work/rerank-gate"))
+    parser.add_argument("--signals", action="store_true",
+                        help="collect the reciprocal rank beside the gate (collect_signals) and score the gates "
+                             "that read it")
+    parser.add_argument("--max-queries", type=int, default=None, help="the first N queries of each (a check)")
+    parser.add_argument("--guard", action="append", default=[],
+                        help="a corpus (a dev split) where the chosen gate must not lower MRR@10")
+    parser.add_argument("--min-gain", type=float, default=3.0, help="the gain the choice needs on --choose")
+    parser.add_argument("--pseudo", action="append", default=[],
+                        help="NAME=FILE: the corpus NAME's calibration lists of its own detected mentions as queries "
+                             "(collect_signals over pseudo_queries), for the library's calibrated order")
     parser.add_argument("--only", default=None, help="these gates alone, ';'-separated (the test read)")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     corpora: dict[str, list[Top]] = {}
     for spec in args.corpus:
         name, rest = spec.split("=", 1)
-        index, dataset, split = rest.split(",")
-        corpora[name] = collect(Path(index), Path(dataset), split, args.work / f"{name}.jsonl")
+        index, dataset, split, *encoder = rest.split(",")
+        if args.signals:
+            out = args.work / f"{name}.signals.jsonl"
+            rows = collect_signals(Path(index), Path(dataset), split, out, limit=args.max_queries,
+                                   encoder=encoder[0] if encoder else ENCODER)
+            rows = add_ranks(Path(index), Path(dataset), split, rows, out)
+            corpora[name] = [as_top(row) for row in rows]
+        else:
+            corpora[name] = collect(Path(index), Path(dataset), split, args.work / f"{name}.jsonl")
     rules = gates()
+    if not args.signals:  # the reciprocal rank is collected by collect_signals alone
+        rules = {label: rule for label, rule in rules.items() if "its search" not in label}
     # The calibrated re-rankings' scores, by entry: each corpus is fitted alone.
     fitted: dict[str, str] = {}
-    for label, calibrate in ((CALIBRATED, calibrated), (CALIBRATED_COSINE, calibrated_cosine)):
+    calibrations: list[tuple[str, Callable[[Sequence[Top]], tuple[list[list[float]], str]]]] = [
+        (CALIBRATED, calibrated), (CALIBRATED_COSINE, calibrated_cosine)]
+    if args.signals:
+        calibrations += [(label, lambda tops, s=s, r=r: latent_class(tops, s, r)) for label, (s, r) in LATENT.items()]
+    for floor in (0.4, 0.5):
+        calibrations += [(f"cosine >= 0.9 where the top pass rate >= {floor:g}", abstaining(fixed_gate_scores, floor)),
+                         (f"calibrated (gate) where the top pass rate >= {floor:g}", abstaining(calibrated, floor)),
+                         (f"latent: rank, cosine (5 bins) where the top pass rate >= {floor:g}",
+                          abstaining(lambda tops: latent_class(tops, ("cosine",)), floor))]
+    for label, calibrate in calibrations:
         by_entry: dict[int, list[float]] = {}
         for name, tops in corpora.items():
             posteriors, described = calibrate(tops)
-            fitted[name] = f"{fitted[name]} | by the cosine: {described}" if name in fitted else described
+            fitted[name] = f"{fitted[name]} | {label}: {described}" if name in fitted else described
             by_entry.update((id(entry), row) for entry, row in zip(tops, posteriors, strict=True))
         rules[label] = lambda top, by_entry=by_entry: by_entry[id(top)]
+    if args.pseudo:
+        # The library's --expand-order calibrated: fitted on the collection's own detected mentions as queries
+        # (corefsearch calibrate), applied to the real queries; the first round's order under the floor.
+        from corefsearch.search.calibration import fit
+
+        by_entry = {}
+        for spec in args.pseudo:
+            name, path = spec.split("=", 1)
+            pseudo = [as_top(row) for row in collect_signals(Path(), Path(), "", Path(path))]
+            model = fit([[e[1] is not None and e[1] >= 0.9 for e in t[:RANKS]] for t in pseudo], 0.9)
+            fitted[name] = f"{fitted.get(name, '')} | {PSEUDO}: {describe_model(model)}, applies {model.applies}"
+            scores = scored_by(model, corpora[name]) if model.applies else [
+                [-float(i) for i in range(len(t[:RANKS]))] for t in corpora[name]]
+            by_entry.update((id(entry), row) for entry, row in zip(corpora[name], scores, strict=True))
+        rules[PSEUDO] = lambda top, by_entry=by_entry: by_entry[id(top)]
     if args.only:
         rules = {label: rules[label] for label in ["first round (nothing moves)", *args.only.split(";")]}
     names = list(corpora)
@@ -272,9 +558,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- |" + " ---: |" * (2 * len(names)))
     base = {n: mrr(corpora[n], rules["first round (nothing moves)"]) for n in names}
     scores: dict[str, float] = {}
+    gains: dict[str, dict[str, float]] = {}
     for label, rule in rules.items():
         values = {n: mrr(corpora[n], rule) for n in names}
         scores[label] = values[args.choose]
+        gains[label] = {n: values[n] - base[n] for n in names}
         moved = {n: sum(moved_count(t, rule) for t in corpora[n]) / max(len(corpora[n]), 1) for n in names}
         print(f"| {label} | " + " | ".join(f"{values[n]:.2f} ({values[n] - base[n]:+.2f})" for n in names) + " | "
               + " | ".join(f"{moved[n]:.1f}" for n in names) + " |")
@@ -282,6 +570,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + "\n".join(f"{name}, fitted: {described}" for name, described in fitted.items()))
     best = max(scores, key=scores.get)  # type: ignore[arg-type]
     print(f"\n{args.choose} chooses: {best} ({scores[best]:.2f})")
+    if args.guard:
+        # The rule: a gain of at least --min-gain on the chosen corpus and none lost on the guard's; the highest gain.
+        kept = [label for label in rules if gains[label][args.choose] >= args.min_gain
+                and all(gains[label][g] >= 0 for g in args.guard)]
+        if kept:
+            best = max(kept, key=lambda label: scores[label])
+            print(f"with the guard {', '.join(args.guard)} (gain >= {args.min_gain:g} on {args.choose}, >= 0 there): "
+                  f"{best} ({scores[best]:.2f})")
+        else:
+            print(f"with the guard {', '.join(args.guard)}: no gate gains {args.min_gain:g} on {args.choose} and "
+                  "loses nothing there")
     return 0
 
 

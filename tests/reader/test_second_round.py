@@ -314,7 +314,8 @@ def test_search_with_a_second_round_from_the_readers_spans_or_the_mention_encode
                  "--expand-weight", "1")
     assert two["expansion"]["source"] == "reader" and two["expansion"]["queries"] > 0
     assert two["expansion"]["candidates"] == "reader" and "passages_without_candidates" in two["expansion"]
-    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None, None, None)
+    assert ExpansionOptions.from_metadata(two["expansion"]) == ExpansionOptions(2, 2, 1.0, "reader", None, None, None,
+                                                                               order="gate")
     assert two["tag"].endswith("+round2-reader2")
     run = read_run(tmp_path / "two.trec")
     queries = {q.id: q for q in read_queries(tiny_dataset / "queries" / "dev.jsonl")}

@@ -74,6 +74,8 @@ class RoundArgs:
     detector: str | None = option_of(ExpansionOptions, "detector")
     expand_min_similarity: float | None = option_of(ExpansionOptions, "min_similarity", default=None)
     mention_encoder: Path | None = option_of(ExpansionOptions, "encoder")
+    expand_order: str | None = option_of(ExpansionOptions, "order", default=None)
+    expand_calibration: Path | None = option_of(ExpansionOptions, "calibration")
 
 
 # Where a command's options differ from the shared ones: search reads a file of queries (its BM25 threads, the
@@ -211,7 +213,8 @@ def expansion_options(args: RoundArgs, encoder_alone: bool = False) -> Expansion
     ``encoder_alone``: ``--mention-encoder`` (with ``--candidates`` and ``--detector``, the cluster answer's
     candidates) has a use of its own (``query --cluster``, ``serve``)."""
     settings = {"--expand": args.expand, "--expand-weight": args.expand_weight,
-                "--expand-min-similarity": args.expand_min_similarity}
+                "--expand-min-similarity": args.expand_min_similarity, "--expand-order": args.expand_order,
+                "--expand-calibration": args.expand_calibration}
     alone = {"--mention-encoder": args.mention_encoder, "--candidates": args.candidates, "--detector": args.detector}
     if args.rounds == 1:
         if encoder_alone and all(value is None for value in settings.values()):
@@ -221,7 +224,8 @@ def expansion_options(args: RoundArgs, encoder_alone: bool = False) -> Expansion
         if given:
             raise CorefSearchError(f"{', '.join(given)}: the second round's options; add --rounds 2")
         return None
-    given_values = {"expand": args.expand, "weight": args.expand_weight, "min_similarity": args.expand_min_similarity}
+    given_values = {"expand": args.expand, "weight": args.expand_weight, "min_similarity": args.expand_min_similarity,
+                    "order": args.expand_order, "calibration": args.expand_calibration}
     return ExpansionOptions(args.rounds, candidates=args.candidates, detector=args.detector,
                             encoder=args.mention_encoder,
                             **{name: value for name, value in given_values.items() if value is not None})

@@ -176,3 +176,69 @@ def serve_command(
         serve_forever(app_, host, port)
 
 
+
+
+@app.command("calibrate")
+@user_errors
+@options_from(ModelArgs, into="models")
+@options_from(BM25Args, into="bm25")
+def calibrate_command(
+    index: IndexOption,
+    dataset: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="The dataset whose stored detected mentions (`corefsearch detect`) are the candidates and the "
+             "calibration's queries (default: the one the index was built from).")] = None,
+    queries: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--queries", help="A queries JSONL to calibrate on (the queries a run will ask; their qrels are never "
+                          "read). Default: --sample of the collection's own detected mentions.")] = None,
+    sample: Annotated[int, typer.Option(help="How many of the collection's detected mentions are its queries.")
+                      ] = 500,
+    mention_type: Annotated[str, typer.Option(help="The type of those mentions: event | entity.")] = "event",
+    mention_encoder: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="The mention encoder of the second round (`train clusterer`, or a shipped model's name; default: the "
+             "shipped event mention encoder).")] = None,
+    expand_min_similarity: Annotated[float, typer.Option(
+        help="The gate the second round will use (--expand-min-similarity).")] = 0.9,
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="The calibration file to write (default: INDEX/second-round-calibration.json).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing calibration file.")] = False,
+    *,
+    bm25: BM25Args,
+    models: ModelArgs,
+) -> None:
+    """Calibrate the second round's top 10 on this collection, without gold (for --expand-order calibrated).
+
+    The collection's own detected mentions are the queries: their first round's top 10 and the mention encoder's
+    gate give a model of how much passing the gate says here against the first round's rank."""
+    from corefsearch.base.checks import at_least_one
+    from corefsearch.search.calibration import CALIBRATION_FILE, save
+    from corefsearch.search.pipeline import calibrate
+
+    at_least_one("--sample", sample)
+    if mention_type not in ("event", "entity"):
+        raise CorefSearchError(f"--mention-type must be event or entity, got {mention_type!r}")
+    if not -1 <= expand_min_similarity <= 1:
+        raise CorefSearchError("--expand-min-similarity is a cosine similarity in [-1, 1], got "
+                               f"{expand_min_similarity}")
+    target = out if out is not None else Path(index) / CALIBRATION_FILE
+    if target.exists() and not overwrite:
+        raise CorefSearchError(f"{target} exists; add --overwrite to replace it")
+    rounds = RoundArgs(rounds=1, mention_encoder=mention_encoder)
+    options = search_options([models.retriever], bm25, models, rounds, k=100, encoder_alone=True).check(
+        index, log=log_line)
+    asked = None
+    if queries is not None:
+        from corefsearch.datasets.dataset import read_queries
+
+        asked = read_queries(queries)
+    with precision_scope(models.precision, backend=models.backend):
+        found = calibrate(index, options, dataset, sample, mention_type, expand_min_similarity, queries=asked,
+                          queries_from=str(queries) if queries is not None else None)
+    save(found, target)
+    described = found.describe()
+    verdict = ("the top 10 is re-ordered by it" if found.applies else
+               f"under the floor {found.floor:g}: the top 10 keeps the first round's order")
+    console.print(f"Calibrated on {found.fitted_on['queries']}: the gate "
+                  f"{found.gate:g} passes the first round's top passage in {100 * found.top_pass_rate:.1f} % of "
+                  f"them ({verdict}); P(relevant) at rank 1 {described['prior_rank_1']:.2f}, at rank 10 "
+                  f"{described['prior_rank_10']:.2f}; P(passes | relevant) {found.a:.2f}, P(passes | not) "
+                  f"{found.b:.2f}. Wrote {target}.", markup=False, highlight=False)

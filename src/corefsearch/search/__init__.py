@@ -6,7 +6,8 @@ second round, the depth, the cluster answer), ``engine`` (the one door: what the
 flow: retrieve, re-rank, second round), ``pipeline`` (``search`` over a queries file into a run, ``query``'s
 one question, and ``index``), ``backends`` (the index backends by name, ``lucene`` and ``dense``: build,
 append, open), ``retriever`` (one interface over them, opened once), ``hybrid`` (BM25 and dense fused),
-``second_round`` (the second round from the mentions the first found), ``candidates`` (the candidate mentions
+``second_round`` (the second round from the mentions the first found), ``calibration`` (its top 10 ordered
+by a model fitted to the collection without gold), ``candidates`` (the candidate mentions
 the mention encoder picks among), ``cluster_answer`` (the answer as a cluster), ``queries`` (the query of one
 question), ``answers`` (the answer to one question), ``run_writer`` (the run, its metadata and spans), ``add``
 (documents appended to a dataset and its indexes).

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from corefsearch.base.errors import InputError
 from corefsearch.base.progress import track
 from corefsearch.base.schema import Hit, Query
 from corefsearch.distributed.reranking import rerank_on_ray
 from corefsearch.reader.rerank import ReaderOptions, rerank_hits, rerank_many
+from corefsearch.search.calibration import HeadCalibration
 from corefsearch.search.candidates import describe_candidates
 from corefsearch.search.options import ExpansionOptions, SearchOptions
 from corefsearch.search.retriever import Retriever
@@ -73,6 +75,18 @@ class QueryFlow:
         self.expander = expander
         self.ray = options.ray
         self.times = FlowTimes()
+        self._calibration: HeadCalibration | None = None
+
+    def calibration(self) -> HeadCalibration | None:
+        """``--expand-order calibrated``'s model (read once), else None."""
+        if self.expansion.order != "calibrated":
+            return None
+        if self._calibration is None:
+            if self.expansion.calibration is None:
+                raise InputError("--expand-order calibrated needs a calibration file: give --expand-calibration FILE "
+                                 "(from `corefsearch calibrate INDEX`)")
+            self._calibration = HeadCalibration.load(Path(self.expansion.calibration))
+        return self._calibration
 
     def fusion(self) -> tuple[str, bool]:
         """The re-ranking fusion and whether the reader's folder chose it."""
@@ -100,7 +114,9 @@ class QueryFlow:
         if answered.expansions is None:
             return None
         options = replace(self.expansion, rounds=2)
+        calibration = self.calibration()
         record = {**options.describe(), **self.times.candidates,
+                  **({"calibrated": calibration.describe()} if calibration is not None else {}),
                   "passages_without_candidates": self.times.passages_without, "queries": [
                       {"passage_id": x.passage_id, "mention": x.mention, "start": x.start, "end": x.end}
                       for x in answered.expansions]}
@@ -156,7 +172,7 @@ class QueryFlow:
             self.times.passages_without = expander.empty - before
             self.times.candidates = describe_candidates(expander.candidates)
         self.times.queries_without = sum(1 for query, hits in first if hits[:n] and n and not expansions[query.id])
-        fused = second_round(self.retriever, first, expansions, self.expansion, k)
+        fused = second_round(self.retriever, first, expansions, self.expansion, k, self.calibration())
         for answer, (_, hits) in zip(answers, fused, strict=True):
             answer.hits = hits
             answer.expansions = expansions[answer.query.id]

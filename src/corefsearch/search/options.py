@@ -28,6 +28,7 @@ from corefsearch.dense.store import DENSE_DIR, load_dense_manifest
 from corefsearch.detect.detectors import check_detector
 from corefsearch.fusion import FusionOptions
 from corefsearch.reader.rerank import ReaderOptions, check_rerank_k
+from corefsearch.search.calibration import resolve_order
 from corefsearch.search.candidates import check_candidates
 from corefsearch.sparse.search import BM25Options
 
@@ -112,6 +113,8 @@ DEFAULT_RECIPROCAL = 0
 DEFAULT_MARGIN: float | None = None
 DEFAULT_LIST_DEPTH = 0
 DEFAULT_HEAD = 10
+DEFAULT_ORDER = "auto"
+ORDERS = ("auto", "gate", "calibrated")
 # The margin test's background: the first round's passages ranked 21st to 100th, which mostly hold other
 # events; with the test on, the first round is searched at least this deep.
 BACKGROUND_FROM = 20
@@ -176,6 +179,17 @@ class ExpansionOptions:
         "orders them), the ranks below from their searches (0: every rank from the searches; default 10, chosen on "
         "dev: the searches raise R@100 and leave MRR@10 as the moved-up passages give it).")})
 
+    # how the top `head` ranks are ordered: gate (the passing passages first) or calibrated (search/calibration.py)
+    order: str = field(default=DEFAULT_ORDER, metadata={"option": "--expand-order", "help": (
+        "With --rounds 2: how the top 10 is ordered. gate: the passages whose mention passes "
+        "--expand-min-similarity move up, in their first-round order; calibrated: each passage by its chance of "
+        "being relevant given its first-round rank and the gate, as a model fitted to this collection without gold "
+        "gives it (`corefsearch calibrate`; the first round's order where the gate seldom passes its top); auto "
+        "(the default): calibrated when the index holds a calibration, else gate.")})
+    calibration: Path | None = field(default=None, metadata={"option": "--expand-calibration", "help": (
+        "With --expand-order calibrated: the calibration file (`corefsearch calibrate`; default: "
+        "INDEX/second-round-calibration.json).")})
+
     @property
     def active(self) -> bool:
         return self.rounds == 2
@@ -196,6 +210,12 @@ class ExpansionOptions:
                              f"got {self.list_depth}")
         if self.head < 0:
             raise InputError(f"--expand-head must not be negative (0: no split), got {self.head}")
+        if self.order not in ORDERS:
+            raise InputError(f"--expand-order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        if self.calibration is not None and self.order == "gate":
+            raise InputError("--expand-calibration is the calibration of --expand-order calibrated, not gate")
+        if self.order == "calibrated" and self.head == 0:
+            raise InputError("--expand-order calibrated orders the top ranks (the head): it needs --expand-head > 0")
         if self.margin is not None and not -2 <= self.margin <= 2:
             raise InputError(f"--expand-margin is a difference of cosine similarities, in [-2, 2], got {self.margin}")
         if self.candidates is not None:
@@ -262,7 +282,9 @@ class ExpansionOptions:
                 "min_similarity": self.min_similarity if source == "encoder" else None,
                 "margin": self.margin if source == "encoder" else None,
                 "background_ranks": [BACKGROUND_FROM + 1, BACKGROUND_DEPTH] if source == "encoder" else None,
-                "reciprocal": self.reciprocal, "list_depth": self.list_depth, "head": self.head}
+                "reciprocal": self.reciprocal, "list_depth": self.list_depth, "head": self.head,
+                "order": self.order,
+                "calibration": str(Path(self.calibration).resolve()) if self.calibration is not None else None}
 
     @classmethod
     def from_metadata(cls, record: Mapping[str, Any]) -> ExpansionOptions:
@@ -279,7 +301,9 @@ class ExpansionOptions:
                    reciprocal=int(record.get("reciprocal", 0)),
                    # runs written before the option fused every passage of each list
                    list_depth=int(record.get("list_depth", 0)),
-                   head=int(record.get("head", 0)))  # runs written before it had no split
+                   head=int(record.get("head", 0)),  # runs written before it had no split
+                   order=str(record.get("order", "gate")),  # runs written before it: the gate's order
+                   calibration=Path(record["calibration"]) if record.get("calibration") else None)
 
 
 @dataclass
@@ -341,6 +365,7 @@ class SearchOptions:
         if self.expansion is not None:
             self.expansion.validate(has_reader=self.reader is not None)
             self.expansion = self.expansion.resolved(self.reader is not None)
+            resolve_order(self.expansion, index)
         if self.cluster and self.mention_encoder is None:
             raise InputError("--cluster clusters the mentions found with a mention encoder: add --mention-encoder "
                              "DIR (from `corefsearch train clusterer`)")

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corefsearch.base.counts import counted
 from corefsearch.base.errors import InputError, MissingArtefactError
+from corefsearch.base.progress import track
 from corefsearch.base.schema import Query
-from corefsearch.datasets.dataset import dataset_holding, read_queries
+from corefsearch.datasets.dataset import Dataset, dataset_holding, read_queries
 from corefsearch.datasets.text import has_records
 from corefsearch.io.outputs import Output, writes_outputs
 from corefsearch.io.write import sha256_file
 from corefsearch.search.answers import AdhocResult
 from corefsearch.search.backends import BACKENDS
+from corefsearch.search.calibration import RANKS, HeadCalibration, fit, pseudo_queries
 from corefsearch.search.engine import SearchEngine
 from corefsearch.search.options import SearchOptions
 from corefsearch.search.queries import query_of
@@ -131,6 +134,14 @@ def search_to_run(index: Path, queries_path: Path, out: Path, options: SearchOpt
                                "queries": times.expansions, "queries_without_candidates": times.queries_without,
                                "passages_without_candidates": times.passages_without,
                                "seconds": round(times.second_round or 0.0, 3)}
+        calibration = flow.calibration()
+        if calibration is not None:
+            fields["expansion"]["calibrated"] = calibration.describe()
+            if not calibration.applies:
+                warnings.warn(f"the gate passes the first round's top passage in {100 * calibration.top_pass_rate:.0f} "
+                              f"% of the calibration's queries, under {100 * calibration.floor:.0f} %: the top "
+                              f"{expansion.head} keeps the first round's order (the searches fill the ranks below)",
+                              stacklevel=3)
         if times.queries_without:
             warnings.warn(f"{counted(times.queries_without, 'query')} of {len(queries):,} found no "
                           f"{_what_marks(fields['expansion'])} in their top {expansion.expand} passages "
@@ -204,3 +215,38 @@ def adhoc_query(index: Path, options: SearchOptions | None = None, mention: str 
     query, occurrences, found = query_of(mention, context, occurrence, None, None, dataset, qid)
     engine = SearchEngine.open(index, options, dataset)
     return engine.answer(query, occurrences, found, options.k, cluster=options.cluster)
+
+
+def calibrate(index: Path, options: SearchOptions, dataset: Path | None, n: int = 500, mention_type: str = "event",
+              gate: float | None = None, seed: int = 13, depth: int = 100, queries: Sequence[Query] | None = None,
+              queries_from: str | None = None) -> HeadCalibration:
+    """Fit the model on the collection itself: ``queries`` (a user's queries file, their relevance never read) or
+    else ``n`` of its dataset's stored detected mentions (``corefsearch detect``), each searched to ``depth`` with
+    ``options``' retriever (the first round a run has), its top 10's nearest candidate mentions scored by
+    ``options``' mention encoder against the gate (default: the options' ``--expand-min-similarity``). Reads no
+    gold."""
+    engine = SearchEngine.open(index, options, dataset, warm=False)
+    collection = Dataset(engine.candidates_dataset())
+    if queries is None:
+        mentions = list(collection.predicted_mentions())
+        queries = pseudo_queries([(p.id, p.text) for p in collection.passages()], mentions, n, mention_type, seed)
+        queries_from = f"{len(queries)} of the collection's detected {mention_type} mentions (seed {seed})"
+    elif not queries:
+        raise InputError(f"{queries_from}: no query to calibrate on")
+    else:
+        queries_from = f"the {len(queries)} queries of {queries_from}"
+    if gate is None:
+        gate = options.expansion.min_similarity if options.expansion and options.expansion.min_similarity else 0.9
+    retriever, expander = engine.retriever(), engine.expander()
+    first = list(retriever.search(queries, depth))
+    passes = []
+    for start in track(range(0, len(first), 50), "Calibrating", total=-(-len(first) // 50)):
+        block = first[start:start + 50]
+        nearest = expander.nearest([(q, [h.passage_id for h in hits[:RANKS]]) for q, hits in block], count=False)
+        for query, hits in block:
+            cosine = expander.similarities(query, nearest[query.id])
+            passes.append([cosine.get(h.passage_id, -2.0) >= gate for h in hits[:RANKS]])
+    return fit(passes, gate, fitted_on={
+        "queries": queries_from,
+        "dataset": str(collection.root.resolve()), "index": str(Path(index).resolve()), "depth": depth,
+        "retriever": retriever.describe(), "mention_encoder": str(Path(options.expansion.encoder).resolve())})

@@ -57,6 +57,7 @@ from typing import Any
 from corefsearch.base.errors import InputError
 from corefsearch.base.models import resolve_device
 from corefsearch.base.schema import Hit, Query
+from corefsearch.search.calibration import HeadCalibration
 from corefsearch.search.options import BACKGROUND_FROM, RRF_K, ExpansionOptions
 
 
@@ -201,9 +202,12 @@ def expansion_list(expansion: Query, hits: Sequence[Hit]) -> list[Hit]:
 
 
 def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expansions: Mapping[str, list[Query]],
-                 options: ExpansionOptions, k: int) -> list[tuple[Query, list[Hit]]]:
+                 options: ExpansionOptions, k: int, calibration: HeadCalibration | None = None
+                 ) -> list[tuple[Query, list[Hit]]]:
     """Each query's first-round hits fused with the hits of its expansion queries (searched together, with
-    ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is."""
+    ``retriever``, to depth ``k``); ``N = 0`` (or no expansion) leaves a query's first round as it is.
+    ``calibration`` (``--expand-order calibrated``): the head is the first round's top ordered by it
+    (:func:`calibrated_head`)."""
     # Expansions not searched have lists of their own passage alone (nothing below it would be read or shown).
     found: dict[str, list[Hit]] = {x.id: [] for query, _ in first for x in expansions.get(query.id, [])}
     flat = [x for query, hits in first if needs_search(options, hits, k) for x in expansions.get(query.id, [])]
@@ -218,21 +222,38 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
         depth = options.reciprocal if _in_collection(retriever, query.passage_id) else 0
         lists = [expansion_list(x, found[x.id])[:options.list_depth or None] for x in mine
                  if finds_again(query, found[x.id], depth)]
-        fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head) if lists
-                      else list(hits[:k])))
+        if not lists:
+            fused.append((query, list(hits[:k])))
+        elif calibration is not None:
+            kept = {hits[0].passage_id for hits in lists}
+            fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head,
+                                               calibrated_head(hits, kept, calibration, options.head,
+                                                               query.passage_id))))
+        else:
+            fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head)))
     return fused
 
 
+def calibrated_head(first: Sequence[Hit], kept: set[str], calibration: HeadCalibration, head: int,
+                    exclude: str | None) -> list[Hit]:
+    """The first round's top ``head`` passages ordered by ``calibration`` (each scored by its posterior, given its
+    rank and whether its mention was kept: ``kept``, the passages that gave an expansion), or in the first round's
+    order where the calibration does not apply (search/calibration.py)."""
+    top = [hit for hit in first if hit.passage_id != exclude][:head]
+    return [Hit(top[i].passage_id, score) for i, score in calibration.order([h.passage_id in kept for h in top])]
+
+
 def head_and_tail(first: Sequence[Hit], lists: Sequence[Sequence[Hit]], weight: float, k: int, exclude: str | None,
-                  head: int) -> list[Hit]:
+                  head: int, top: Sequence[Hit] | None = None) -> list[Hit]:
     """:func:`fuse_rounds` of the lists, except that its top ``head`` ranks are those of the fusion of the lists' own
-    passages alone (their first hits), in that order (0: the fusion of the lists). The head keeps its scores there,
-    raised by one constant where needed to stay above the tail's, so that the scores still descend with the ranks
-    (trec_eval orders a run by its scores)."""
+    passages alone (their first hits), in that order (0: the fusion of the lists), or ``top`` where it is given.
+    The head keeps its scores there, raised by one constant where needed to stay above the tail's, so that the
+    scores still descend with the ranks (trec_eval orders a run by its scores)."""
     fused = fuse_rounds(first, lists, weight, k, exclude)
     if not head:
         return fused
-    top = fuse_rounds(first, [hits[:1] for hits in lists], weight, k, exclude)[:head]
+    if top is None:
+        top = fuse_rounds(first, [hits[:1] for hits in lists], weight, k, exclude)[:head]
     seen = {hit.passage_id for hit in top}
     tail = [hit for hit in fused if hit.passage_id not in seen][:max(k - len(top), 0)]
     lift = max(0.0, tail[0].score - top[-1].score + 1e-6) if top and tail else 0.0  # a run keeps 6 decimals
