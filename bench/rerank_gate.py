@@ -277,6 +277,7 @@ def gates() -> dict[str, Callable[[Top], list[Any]]]:
 
 CALIBRATED = "calibrated per collection (EM, gate 0.9)"
 PSEUDO = "calibrated on the collection's detected mentions (--expand-order calibrated)"
+FROM_FILE = "the library's calibrated order (corefsearch calibrate's file)"
 RANKS = 10
 
 
@@ -499,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pseudo", action="append", default=[],
                         help="NAME=FILE: the corpus NAME's calibration lists of its own detected mentions as queries "
                              "(collect_signals over pseudo_queries), for the library's calibrated order")
+    parser.add_argument("--calibration", action="append", default=[],
+                        help="NAME=FILE: a calibration `corefsearch calibrate` wrote for the corpus NAME's collection")
     parser.add_argument("--only", default=None, help="these gates alone, ';'-separated (the test read)")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -550,6 +553,22 @@ def main(argv: list[str] | None = None) -> int:
                 [-float(i) for i in range(len(t[:RANKS]))] for t in corpora[name]]
             by_entry.update((id(entry), row) for entry, row in zip(corpora[name], scores, strict=True))
         rules[PSEUDO] = lambda top, by_entry=by_entry: by_entry[id(top)]
+    if args.calibration:
+        # A calibration file `corefsearch calibrate` wrote, applied as the library applies it (HeadCalibration.order).
+        from corefsearch.search.calibration import HeadCalibration
+
+        by_file = {}
+        for spec in args.calibration:
+            name, path = spec.split("=", 1)
+            model = HeadCalibration.load(Path(path))
+            fitted[name] = f"{fitted.get(name, '')} | {FROM_FILE}: {describe_model(model)}, applies {model.applies}"
+            for entry in corpora[name]:
+                order = model.order([e[1] is not None and e[1] >= model.gate for e in entry[:RANKS]])
+                scores = [0.0] * len(order)
+                for place, (i, _) in enumerate(order):
+                    scores[i] = float(len(order) - place)
+                by_file[id(entry)] = scores
+        rules[FROM_FILE] = lambda top, by_file=by_file: by_file[id(top)]
     if args.only:
         rules = {label: rules[label] for label in ["first round (nothing moves)", *args.only.split(";")]}
     names = list(corpora)

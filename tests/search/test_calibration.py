@@ -230,6 +230,15 @@ def test_calibrate_then_search_with_the_calibrated_order(tiny_base: Path, tiny_d
     assert on_queries.exit_code == 0, on_queries.output
     assert HeadCalibration.load(asked).fitted_on["queries"].startswith("the ")
     assert "dev.jsonl" in flat(on_queries.output)
+    # One question takes the same order, and says what it holds.
+    qid = json.loads((dataset / "queries" / "dev.jsonl").read_text().splitlines()[0])["id"]
+    asked_one = runner.invoke(app, ["query", "--index", str(tiny_index), "--dataset", str(dataset), "--qid", qid,
+                                    "--query-format", "mention", "--device", "cpu", "--json", "--rounds", "2",
+                                    "--mention-encoder", str(encoder), "--expand-min-similarity", "-1",
+                                    "--expand-order", "calibrated", "--expand-calibration", str(out)])
+    assert asked_one.exit_code == 0, asked_one.output
+    expansion = json.loads(asked_one.output)["expansion"]
+    assert expansion["order"] == "calibrated" and expansion["calibrated"]["gate"] == -1
     alone = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries",
                                 str(dataset / "queries" / "dev.jsonl"), "--out", str(tmp_path / "a.trec"),
                                 "--expand-order", "calibrated"])
