@@ -230,6 +230,13 @@ def test_calibrate_then_search_with_the_calibrated_order(tiny_base: Path, tiny_d
     assert on_queries.exit_code == 0, on_queries.output
     assert HeadCalibration.load(asked).fitted_on["queries"].startswith("the ")
     assert "dev.jsonl" in flat(on_queries.output)
+    # Without a calibration in the index, auto is the gate's order, and a search says so.
+    plain = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries",
+                                str(dataset / "queries" / "dev.jsonl"), "--out", str(tmp_path / "p.trec"), "--k", "10", "--query-format", "mention",
+                                "--device", "cpu", "--rounds", "2", "--expand", "3", "--mention-encoder", str(encoder),
+                                "--expand-min-similarity", "-1"])
+    assert plain.exit_code == 0 and "the gate's order: the index holds no calibration" in flat(plain.output)
+    assert json.loads(Path(f"{tmp_path / 'p.trec'}.meta.json").read_text())["expansion"]["order"] == "gate"
     # One question takes the same order, and says what it holds.
     qid = json.loads((dataset / "queries" / "dev.jsonl").read_text().splitlines()[0])["id"]
     asked_one = runner.invoke(app, ["query", "--index", str(tiny_index), "--dataset", str(dataset), "--qid", qid,

@@ -324,6 +324,8 @@ class SearchOptions:
     cluster: bool = False
     ray: Any = None
     checked: bool = field(default=False, init=False, compare=False, repr=False)  # set by check()
+    # the second round's order as asked, before check() worked out auto (search_to_run says when auto gave gate)
+    order_asked: str | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def names(self) -> list[str]:
@@ -365,6 +367,7 @@ class SearchOptions:
         if self.expansion is not None:
             self.expansion.validate(has_reader=self.reader is not None)
             self.expansion = self.expansion.resolved(self.reader is not None)
+            self.order_asked = self.expansion.order
             resolve_order(self.expansion, index)
         if self.cluster and self.mention_encoder is None:
             raise InputError("--cluster clusters the mentions found with a mention encoder: add --mention-encoder "

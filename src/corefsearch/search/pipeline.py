@@ -135,6 +135,11 @@ def search_to_run(index: Path, queries_path: Path, out: Path, options: SearchOpt
                                "passages_without_candidates": times.passages_without,
                                "seconds": round(times.second_round or 0.0, 3)}
         calibration = flow.calibration()
+        if options.order_asked == "auto" and calibration is None and expansion.source == "encoder":
+            warnings.warn(f"the top {expansion.head} is the gate's order: the index holds no calibration for the gate "
+                          f"{expansion.min_similarity} (`corefsearch calibrate --index {index}` fits the calibrated "
+                          "order to this collection; off ECB+ the gate's order lowers MRR@10: bench/RESULTS.md, "
+                          '"The calibrated order")', stacklevel=3)
         if calibration is not None:
             fields["expansion"]["calibrated"] = calibration.describe()
             if not calibration.applies:
