@@ -232,7 +232,8 @@ def test_calibrate_then_search_with_the_calibrated_order(tiny_base: Path, tiny_d
     assert "dev.jsonl" in flat(on_queries.output)
     # Without a calibration in the index, auto is the gate's order, and a search says so.
     plain = runner.invoke(app, ["search", "--index", str(tiny_index), "--queries",
-                                str(dataset / "queries" / "dev.jsonl"), "--out", str(tmp_path / "p.trec"), "--k", "10", "--query-format", "mention",
+                                str(dataset / "queries" / "dev.jsonl"), "--out", str(tmp_path / "p.trec"), "--k", "10",
+                                "--query-format", "mention",
                                 "--device", "cpu", "--rounds", "2", "--expand", "3", "--mention-encoder", str(encoder),
                                 "--expand-min-similarity", "-1"])
     assert plain.exit_code == 0 and "the gate's order: the index holds no calibration" in flat(plain.output)
