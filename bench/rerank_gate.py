@@ -305,6 +305,11 @@ def _by_query(scores: Any, tops: Sequence[Top]) -> list[list[float]]:
                                                                                                 strict=True)]
 
 
+def passing(entry: Top, gate: float) -> list[bool]:
+    """Whether each passage of a top 10 passes the gate (a passage without a candidate mention does not)."""
+    return [e[1] is not None and e[1] >= gate for e in entry[:RANKS]]
+
+
 def calibrated(tops: Sequence[Top], gate: float = 0.9, iterations: int = 300) -> tuple[list[list[float]], str]:
     """A re-ranking that weighs the gate against the first round's rank by how much each says in this collection,
     learnt from the collection's own queries without gold: the library's ``--expand-order calibrated`` model
@@ -312,14 +317,13 @@ def calibrated(tops: Sequence[Top], gate: float = 0.9, iterations: int = 300) ->
     P(relevant | r, gate). Returns the scores and the fitted parameters."""
     from corefsearch.search.calibration import fit
 
-    model = fit([[e[1] is not None and e[1] >= gate for e in t[:RANKS]] for t in tops], gate, iterations)
+    model = fit([passing(t, gate) for t in tops], gate, iterations)
     return scored_by(model, tops), describe_model(model)
 
 
 def scored_by(model: Any, tops: Sequence[Top]) -> list[list[float]]:
     """Each query's passages scored by a fitted calibration's posterior (ties broken by the first round's order)."""
-    return [[model.posterior(i + 1, e[1] is not None and e[1] >= model.gate) - 1e-9 * i
-             for i, e in enumerate(t[:RANKS])] for t in tops]
+    return [[model.posterior(i + 1, p) - 1e-9 * i for i, p in enumerate(passing(t, model.gate))] for t in tops]
 
 
 def describe_model(model: Any) -> str:
@@ -467,7 +471,7 @@ def abstaining(inner: Callable[[Sequence[Top]], tuple[list[list[float]], str]], 
 
 def fixed_gate_scores(tops: Sequence[Top], gate: float = 0.9) -> tuple[list[list[float]], str]:
     """The fixed gate as scores: the passing passages first, each group in its first-round order."""
-    return [[(1.0 if e[1] is not None and e[1] >= gate else 0.0) - 1e-3 * i for i, e in enumerate(t[:RANKS])]
+    return [[float(p) - 1e-3 * i for i, p in enumerate(passing(t, gate))]
             for t in tops], "gate 0.9"
 
 
@@ -547,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in args.pseudo:
             name, path = spec.split("=", 1)
             pseudo = [as_top(row) for row in collect_signals(Path(), Path(), "", Path(path))]
-            model = fit([[e[1] is not None and e[1] >= 0.9 for e in t[:RANKS]] for t in pseudo], 0.9)
+            model = fit([passing(t, 0.9) for t in pseudo], 0.9)
             fitted[name] = f"{fitted.get(name, '')} | {PSEUDO}: {describe_model(model)}, applies {model.applies}"
             scores = scored_by(model, corpora[name]) if model.applies else [
                 [-float(i) for i in range(len(t[:RANKS]))] for t in corpora[name]]
@@ -563,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
             model = HeadCalibration.load(Path(path))
             fitted[name] = f"{fitted.get(name, '')} | {FROM_FILE}: {describe_model(model)}, applies {model.applies}"
             for entry in corpora[name]:
-                order = model.order([e[1] is not None and e[1] >= model.gate for e in entry[:RANKS]])
+                order = model.order(passing(entry, model.gate))
                 scores = [0.0] * len(order)
                 for place, (i, _) in enumerate(order):
                     scores[i] = float(len(order) - place)

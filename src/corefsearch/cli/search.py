@@ -176,8 +176,6 @@ def serve_command(
         serve_forever(app_, host, port)
 
 
-
-
 @app.command("calibrate")
 @user_errors
 @options_from(ModelArgs, into="models")
@@ -210,12 +208,13 @@ def calibrate_command(
     The collection's own detected mentions are the queries: their first round's top 10 and the mention encoder's
     gate give a model of how much passing the gate says here against the first round's rank."""
     from corefsearch.base.checks import at_least_one
+    from corefsearch.base.schema import MENTION_TYPES
     from corefsearch.search.calibration import CALIBRATION_FILE, save
     from corefsearch.search.pipeline import calibrate
 
     at_least_one("--sample", sample)
-    if mention_type not in ("event", "entity"):
-        raise CorefSearchError(f"--mention-type must be event or entity, got {mention_type!r}")
+    if mention_type not in MENTION_TYPES:
+        raise CorefSearchError(f"--mention-type must be {' or '.join(MENTION_TYPES)}, got {mention_type!r}")
     if not -1 <= expand_min_similarity <= 1:
         raise CorefSearchError("--expand-min-similarity is a cosine similarity in [-1, 1], got "
                                f"{expand_min_similarity}")
@@ -231,7 +230,7 @@ def calibrate_command(
 
         asked = read_queries(queries)
     with precision_scope(models.precision, backend=models.backend):
-        found = calibrate(index, options, dataset, sample, mention_type, expand_min_similarity, queries=asked,
+        found = calibrate(index, options, dataset, expand_min_similarity, sample, mention_type, queries=asked,
                           queries_from=str(queries) if queries is not None else None)
     save(found, target)
     described = found.describe()

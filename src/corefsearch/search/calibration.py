@@ -39,9 +39,14 @@ CALIBRATION_FILE = "second-round-calibration.json"  # its default place, in the 
 FORMAT = 1
 
 
+def _prior_at(alpha: float, beta: float, rank: int) -> float:
+    """The relevance prior of a first-round rank (1-based), σ(α − β·log r)."""
+    return 1 / (1 + math.exp(-(alpha - beta * math.log(rank))))
+
+
 def _prior(alpha: float, beta: float, ranks: int = RANKS) -> list[float]:
-    """The relevance prior of ranks 1 to ``ranks``, σ(α − β·log r)."""
-    return [1 / (1 + math.exp(-(alpha - beta * math.log(r)))) for r in range(1, ranks + 1)]
+    """The relevance prior of ranks 1 to ``ranks``."""
+    return [_prior_at(alpha, beta, r) for r in range(1, ranks + 1)]
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class HeadCalibration:
 
     def posterior(self, rank: int, passes: bool) -> float:
         """P(relevant | first-round rank ``rank`` (1-based), the gate's outcome)."""
-        prior = _prior(self.alpha, self.beta, max(rank, 1))[-1]
+        prior = _prior_at(self.alpha, self.beta, max(rank, 1))
         yes = (self.a if passes else 1 - self.a) * prior
         no = (self.b if passes else 1 - self.b) * (1 - prior)
         return yes / (yes + no) if yes + no > 0 else 0.0
@@ -82,8 +87,8 @@ class HeadCalibration:
     def describe(self) -> dict[str, Any]:
         """What ``RUN.meta.json`` and ``serve``'s description record of it."""
         return {"top_pass_rate": round(self.top_pass_rate, 4), "floor": self.floor, "applies": self.applies,
-                "prior_rank_1": round(_prior(self.alpha, self.beta, 1)[0], 4),
-                "prior_rank_10": round(_prior(self.alpha, self.beta)[-1], 4),
+                "prior_rank_1": round(_prior_at(self.alpha, self.beta, 1), 4),
+                "prior_rank_10": round(_prior_at(self.alpha, self.beta, RANKS), 4),
                 "a": round(self.a, 4), "b": round(self.b, 4), "queries": self.queries, "gate": self.gate}
 
     def to_json(self) -> dict[str, Any]:
@@ -119,25 +124,29 @@ def resolve_order(expansion: Any, index: Path | str | None) -> None:
     encoder's gate to order by and a calibration file that reads (default: the index's own)."""
     if expansion is None or not expansion.active:
         return
-    if expansion.order == "auto":  # calibrated where the index holds a calibration for this gate (or one is given)
-        held = expansion.calibration or (Path(index) / CALIBRATION_FILE if index is not None else None)
-        usable = expansion.source == "encoder" and expansion.head > 0 and held is not None and Path(held).is_file()
-        if usable and expansion.calibration is None:
-            found = HeadCalibration.load(Path(held))
-            usable = expansion.min_similarity is None or abs(found.gate - expansion.min_similarity) <= 1e-9
-        expansion.order = "calibrated" if usable or expansion.calibration is not None else "gate"
+    given = expansion.calibration is not None
+    path = Path(expansion.calibration) if given else Path(index) / CALIBRATION_FILE if index is not None else None
+    found = None
+    if expansion.order == "auto":  # calibrated where a calibration for this gate is given or held by the index
+        held = (given or (path is not None and path.is_file())) and expansion.source == "encoder" and expansion.head > 0
+        found = HeadCalibration.load(path) if held and path is not None else None
+        expansion.order = "calibrated" if given or (found is not None and _same_gate(found, expansion)) else "gate"
     if expansion.order != "calibrated":
         return
     if expansion.source == "reader":
         raise InputError("--expand-order calibrated orders the top passages by the mention encoder's gate: it "
                          "needs --candidates detected|gold, not the reader's spans")
-    if expansion.calibration is None and index is not None:
-        expansion.calibration = Path(index) / CALIBRATION_FILE
-    if expansion.calibration is not None:
-        found = HeadCalibration.load(Path(expansion.calibration))
-        if expansion.min_similarity is not None and abs(found.gate - expansion.min_similarity) > 1e-9:
-            raise InputError(f"{expansion.calibration}: calibrated for the gate {found.gate:g}, but "
-                             f"--expand-min-similarity is {expansion.min_similarity:g}; calibrate again with it")
+    if path is None:
+        return
+    expansion.calibration = path
+    found = found or HeadCalibration.load(path)
+    if not _same_gate(found, expansion):
+        raise InputError(f"{path}: calibrated for the gate {found.gate:g}, but --expand-min-similarity is "
+                         f"{expansion.min_similarity:g}; calibrate again with it")
+
+
+def _same_gate(found: HeadCalibration, expansion: Any) -> bool:
+    return expansion.min_similarity is None or abs(found.gate - expansion.min_similarity) <= 1e-9
 
 
 def _fit_prior(alpha: float, beta: float, target: Sequence[float]) -> tuple[float, float]:

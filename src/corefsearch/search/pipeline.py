@@ -222,13 +222,13 @@ def adhoc_query(index: Path, options: SearchOptions | None = None, mention: str 
     return engine.answer(query, occurrences, found, options.k, cluster=options.cluster)
 
 
-def calibrate(index: Path, options: SearchOptions, dataset: Path | None, n: int = 500, mention_type: str = "event",
-              gate: float | None = None, seed: int = 13, depth: int = 100, queries: Sequence[Query] | None = None,
+def calibrate(index: Path, options: SearchOptions, dataset: Path | None, gate: float, n: int = 500,
+              mention_type: str = "event", seed: int = 13, depth: int = 100, queries: Sequence[Query] | None = None,
               queries_from: str | None = None) -> HeadCalibration:
     """Fit the model on the collection itself: ``queries`` (a user's queries file, their relevance never read) or
     else ``n`` of its dataset's stored detected mentions (``corefsearch detect``), each searched to ``depth`` with
     ``options``' retriever (the first round a run has), its top 10's nearest candidate mentions scored by
-    ``options``' mention encoder against the gate (default: the options' ``--expand-min-similarity``). Reads no
+    ``options``' mention encoder against the cosine ``gate`` (the runs' ``--expand-min-similarity``). Reads no
     gold."""
     engine = SearchEngine.open(index, options, dataset, warm=False)
     collection = Dataset(engine.candidates_dataset())
@@ -240,8 +240,6 @@ def calibrate(index: Path, options: SearchOptions, dataset: Path | None, n: int 
         raise InputError(f"{queries_from}: no query to calibrate on")
     else:
         queries_from = f"the {len(queries)} queries of {queries_from}"
-    if gate is None:
-        gate = options.expansion.min_similarity if options.expansion and options.expansion.min_similarity else 0.9
     retriever, expander = engine.retriever(), engine.expander()
     first = list(retriever.search(queries, depth))
     passes = []

@@ -224,13 +224,10 @@ def second_round(retriever: Any, first: Sequence[tuple[Query, list[Hit]]], expan
                  if finds_again(query, found[x.id], depth)]
         if not lists:
             fused.append((query, list(hits[:k])))
-        elif calibration is not None:
-            kept = {hits[0].passage_id for hits in lists}
-            fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head,
-                                               calibrated_head(hits, kept, calibration, options.head,
-                                                               query.passage_id))))
-        else:
-            fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head)))
+            continue
+        top = None if calibration is None else calibrated_head(hits, {found[0].passage_id for found in lists},
+                                                                calibration, options.head, query.passage_id)
+        fused.append((query, head_and_tail(hits, lists, options.weight, k, query.passage_id, options.head, top)))
     return fused
 
 
